@@ -1,0 +1,60 @@
+"""Settings: the only place nki reads environment variables.
+
+| variable | meaning | default |
+|---|---|---|
+| ``NEURON_PLATFORM_TARGET_OVERRIDE`` | target generation (trn1/inf2/gen2, trn2/gen3, trn3/gen4) | trn3 |
+| ``NKI_PRECISE_FP`` | 1: bf16/fp8 tiles hold exact low-precision bits; 0: keep them in fp32 | 1 |
+| ``NKI_BACKEND`` | ``numba`` or ``python`` | numba |
+| ``NKI_CACHE_DIR`` | where compiled programs are cached | ``~/.cache/nki`` |
+| ``NKI_CACHE`` | 0 disables the on-disk program cache | 1 |
+| ``NKI_CHECK_UNINIT`` | 1: reading never-written SBUF/PSUM raises instead of reading NaN | 0 |
+| ``NKI_SIMULATOR`` | accepted for compatibility with AWS (every call simulates here) | 1 |
+
+Every field can also be overridden per kernel by the keyword of the same name on ``nki.jit``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def _default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(base) / "nki")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Execution settings of one kernel call."""
+
+    target: str = "trn3"
+    precise_fp: bool = True
+    backend: str = "numba"
+    cache_dir: str = ""
+    cache: bool = True
+    check_uninit: bool = False
+
+    def with_overrides(self, **kw) -> Settings:
+        known = {f.name for f in fields(self)}
+        return replace(self, **{k: v for k, v in kw.items() if k in known and v is not None})
+
+
+def from_environment() -> Settings:
+    """Read the environment once per call site that needs it (cheap; no global state)."""
+    return Settings(
+        target=os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "") or "trn3",
+        precise_fp=_flag("NKI_PRECISE_FP", True),
+        backend=os.environ.get("NKI_BACKEND", "") or "numba",
+        cache_dir=os.environ.get("NKI_CACHE_DIR", "") or _default_cache_dir(),
+        cache=_flag("NKI_CACHE", True),
+        check_uninit=_flag("NKI_CHECK_UNINIT", False),
+    )

@@ -1,0 +1,153 @@
+"""The one error catalog of nki.
+
+Every rule a kernel can break has a code. Where NKI itself has a code (``err_...``, from AWS's
+``nki.errors`` manual) we use it; where it has none we add one in the same style, prefixed
+``nki_``. Every error names its code, states the rule in words, and points at the user's
+``file:line``::
+
+    NkiValidationError: [err_num_partition_exceed_arch_limit] nisa.tensor_tensor: partition
+    dimension 256 of 'data1' exceeds the architecture limit of 128
+      at softmax.py:14:   nisa.tensor_tensor(dst=t, data1=a, data2=b, op=nl.add)
+
+This module is a leaf: it imports nothing from nki.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    """Where in the user's source an IR node came from."""
+
+    filename: str
+    lineno: int
+    function: str = ""
+
+    @property
+    def short(self) -> str:
+        """``file.py:42`` — the form used in messages and origin comments."""
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+    def source_line(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        return self.short
+
+
+# code -> the rule, in words. Codes from AWS's manual first, then ours.
+CATALOG: dict[str, str] = {
+    # --- NKI's own codes ---
+    "err_1d_arange_not_supported": "indexing with a 1-D nl.arange is not supported; add a None axis",
+    "err_activation_bias_invalid_type": "activation bias must be a [P,1] vector of a float type",
+    "err_activation_scale_invalid_type": "activation scale must be an fp32 scalar or fp32 vector",
+    "err_activation_scale_scalar_or_vector": "activation scale must be a scalar or a [P,1] vector",
+    "err_ambiguous_tensor_truth_value": "the truth value of a tensor is ambiguous",
+    "err_annotation_shape_mismatch": "the value does not have the annotated shape",
+    "err_cannot_assign_to_index": "index tensors are read-only; materialise them with nisa.iota",
+    "err_cannot_update_immutable_parameter": "kernel parameters are immutable unless "
+    "annotated nt.mutable_tensor",
+    "err_control_flow_condition_depending_on_arange": "control flow may not depend on nl.arange",
+    "err_dynamic_control_flow_not_supported": "control flow on tensor values is not supported",
+    "err_exceed_max_supported_dimension": "too many dimensions for this API",
+    "err_failed_to_infer_tile_from_local_tensor": "compute operands must be tiles "
+    "(partition dimension first)",
+    "err_hbm_tensor_with_init_value_not_supported": "HBM tensors cannot be created with an "
+    "initial value",
+    "err_indirect_indices_free_dim": "dynamic indices are only allowed on the partition dimension",
+    "err_leading_dimension_of_tensor_must_be_partition": "the leading dimension of an on-chip "
+    "tensor must be the partition dimension",
+    "err_local_variable_used_out_of_scope": "a tensor defined in a block is used outside it",
+    "err_mutable_parameter_not_returned": "a mutable parameter must be returned",
+    "err_nested_kernel_with_spmd_grid": "a kernel with a launch grid cannot be called from a kernel",
+    "err_nki_api_outside_of_nki_kernel": "NKI APIs can only be used inside an @nki.jit kernel",
+    "err_num_partition_exceed_arch_limit": "the partition dimension exceeds the architecture limit",
+    "err_num_partition_mismatch": "operands must have the same number of partitions",
+    "err_shared_hbm_must_in_kernel_level": "shared_hbm tensors must be created at kernel level",
+    "err_size_of_dimension_exceed_arch_limit": "a dimension exceeds the architecture limit",
+    "err_store_dst_shape_smaller_than_other_shape": "the destination is smaller than the source",
+    "err_tensor_access_out_of_bound": "the access is out of the tensor's bounds",
+    "err_tensor_output_not_written_to": "a kernel output is never written",
+    "err_unexpected_output_dependencies": "the same location is written by different parallel "
+    "iterations or cores",
+    "err_unsupported_memory": "an operand is in a memory this instruction cannot access",
+    "err_unsupported_mixing_basic_advanced_tensor_indexing": "basic and advanced indexing "
+    "cannot be mixed",
+    # --- ours, for rules NKI states without a code ---
+    "nki_unsupported_dtype": "the dtype is not an NKI dtype",
+    "nki_dtype_mismatch": "operand dtypes do not satisfy the instruction's rule",
+    "nki_shape_mismatch": "operand shapes do not satisfy the instruction's rule",
+    "nki_invalid_argument": "an argument has an invalid value",
+    "nki_invalid_view": "the view operation is not valid for this tensor",
+    "nki_psum_free_size_exceeded": "a PSUM tile exceeds one 2 KiB bank per partition",
+    "nki_matmul_free_size_exceeded": "a matmul operand's free size exceeds the TensorE limit",
+    "nki_engine_memory_rule": "the engine cannot access this memory",
+    "nki_sbuf_capacity_exceeded": "live SBUF tensors exceed the SBUF capacity",
+    "nki_psum_capacity_exceeded": "live PSUM tensors exceed the PSUM capacity",
+    "nki_misaligned_address": "the address is not aligned for the tensor's dtype",
+    "nki_uninitialized_read": "an instruction reads on-chip memory that was never written",
+    "nki_runtime_out_of_bounds": "a dynamic access is out of bounds",
+    "nki_not_implemented": "this NKI feature is not implemented by the simulator yet",
+    "nki_kernel_return": "a kernel must return shared_hbm tensors it created",
+    "nki_bad_kernel_argument": "a kernel argument is not an array NKI can take",
+    "nki_accumulate_uninitialized": "accumulate=True on PSUM never written by a matmul",
+    "nki_lnc_degree": "the LNC launch degree is not supported",
+}
+
+
+class NkiError(Exception):
+    """Base of every error nki raises about a kernel.
+
+    Attributes:
+        code: the catalog code (``err_...`` or ``nki_...``).
+        detail: what exactly went wrong, naming the API and operands.
+        loc: the user's source location, when known.
+    """
+
+    def __init__(self, code: str, detail: str, loc: SourceLoc | None = None):
+        if code not in CATALOG:
+            raise KeyError(f"unknown nki error code {code!r}")
+        self.code = code
+        self.detail = detail
+        self.loc = loc
+        super().__init__(self._format())
+
+    @property
+    def rule(self) -> str:
+        return CATALOG[self.code]
+
+    def _format(self) -> str:
+        text = f"[{self.code}] {self.detail}\n  rule: {self.rule}"
+        if self.loc is not None:
+            text += f"\n  at {self.loc.short}: {self.loc.source_line()}"
+        return text
+
+
+class NkiValidationError(NkiError):
+    """A kernel broke an NKI rule; found while tracing or checking, before anything runs."""
+
+
+class NkiCapacityError(NkiValidationError):
+    """Live on-chip tensors do not fit the target's SBUF or PSUM."""
+
+
+class NkiRuntimeError(NkiError):
+    """A fault while simulating (for example a dynamic offset out of bounds)."""
+
+
+class NkiUnsupportedError(NkiError, NotImplementedError):
+    """A legal NKI feature the simulator does not implement yet."""
+
+
+class NkiTypeError(NkiValidationError, TypeError):
+    """An argument has the wrong type (dtype, tensor kind, Python type)."""
+
+
+def fail(code: str, detail: str, loc: SourceLoc | None = None,
+         cls: type[NkiError] = NkiValidationError) -> NkiError:
+    """Build (not raise) an error; callers write ``raise fail(...)`` so tracebacks stay short."""
+    return cls(code, detail, loc)

@@ -1,0 +1,84 @@
+"""Readable text for IR programs, instructions and operands.
+
+    tensor exp_t: sbuf float32[128, 512] @ (0, 2048)   # softmax.py:9
+    for i0 in range(8):                                  # softmax.py:5 affine_range
+      tensor_tensor dst=exp_t[p0+128, 512*i0 ...] data1=... op=add   # softmax.py:12
+"""
+
+from __future__ import annotations
+
+import enum
+
+from nki.ir.nodes import Access, Instr, Loop, Placed, Program, RecordedLoop
+
+
+def format_operand(op, program: Program | None) -> str:
+    name = f"t{op.tensor}"
+    if program is not None:
+        try:
+            name = program.tensor(op.tensor).name
+        except KeyError:
+            pass
+    dims = ",".join(f"{s}:{c}" for s, c in op.dims)
+    if isinstance(op, Access):
+        where = f"p{op.partition}+" if program and program.tensor(op.tensor).memory.on_chip \
+            else ""
+        return f"{name}[{where}{op.offset}|{dims}]{op.dtype.name}"
+    if isinstance(op, Placed):
+        return f"{name}@{op.space.value}[{op.offset}|{dims}]{op.dtype.name}"
+    return repr(op)
+
+
+def _fmt_attr(v) -> str:
+    if isinstance(v, enum.Enum):
+        return v.name
+    if isinstance(v, float):
+        return f"{v:g}"
+    return repr(v)
+
+
+def format_instr(ins: Instr, program: Program | None = None) -> str:
+    ops = " ".join(f"{role}={format_operand(a, program)}" for role, a, _ in ins.accesses())
+    attrs = " ".join(f"{k}={_fmt_attr(v)}" for k, v in ins.attrs)
+    text = f"{ins.opcode.name.lower()} {ops} {attrs}".rstrip()
+    return f"{text}   # {ins.loc.short}" if ins.loc else text
+
+
+def format_instr_short(ins: Instr, program: Program | None = None) -> str:
+    """One-line origin for generated-code comments and runtime errors."""
+    names = []
+    for role, a, _ in ins.accesses():
+        n = f"t{a.tensor}"
+        if program is not None:
+            n = program.tensor(a.tensor).name
+        names.append(f"{role}={n}")
+    where = f"{ins.loc.short} " if ins.loc else ""
+    return f"{where}{ins.opcode.name.lower()}({', '.join(names)})"
+
+
+def format_program(program: Program) -> str:
+    lines = [f"program {program.name} (core {program.core}/{program.num_cores}, "
+             f"{program.target})"]
+    for t in program.tensors:
+        addr = f" @ {t.address}" if t.address is not None else ""
+        shape = ", ".join(map(str, t.shape))
+        loc = f"   # {t.loc.short}" if t.loc else ""
+        lines.append(f"  tensor {t.name}: {t.role} {t.memory.value} {t.dtype.name}[{shape}]"
+                     f"{addr}{loc}")
+    _body(program.body, program, "  ", lines)
+    return "\n".join(lines)
+
+
+def _body(stmts, program, indent, lines) -> None:
+    for s in stmts:
+        if isinstance(s, Instr):
+            lines.append(indent + format_instr(s, program))
+        elif isinstance(s, Loop):
+            where = f"   # {s.loc.short} {s.kind.value}" if s.loc else ""
+            lines.append(f"{indent}for i{s.slot} in range({s.trip}):{where}")
+            _body(s.body, program, indent + "  ", lines)
+        elif isinstance(s, RecordedLoop):
+            lines.append(f"{indent}recorded {s.kind.value} x{len(s.iterations)}:")
+            for k, it in enumerate(s.iterations):
+                lines.append(f"{indent}  iteration {k}:")
+                _body(it, program, indent + "    ", lines)

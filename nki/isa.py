@@ -1,0 +1,31 @@
+"""``nki.isa`` (``nisa``): the instruction set of the current NKI dialect (dst first)."""
+
+from nki.ir.ops import Engine as engine
+from nki.ir.ops import ReduceCmd as reduce_cmd
+from nki.ir.target import TARGETS as _TARGETS
+from nki.lang.dma import dma_copy
+from nki.lang.tracer import active as _active
+from nki.lang.vector import memset, reciprocal, tensor_copy, tensor_scalar, tensor_tensor
+
+tensor_engine = engine.tensor
+vector_engine = engine.vector
+scalar_engine = engine.scalar
+gpsimd_engine = engine.gpsimd
+unknown_engine = engine.unknown
+
+
+class nc_version:  # noqa: N801 - NKI's spelling
+    """NeuronCore generations (``nisa.nc_version.gen3`` ...)."""
+
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def get_nc_version() -> int:
+    """The generation of the target being traced (trn3 = gen4 by default)."""
+    trace = _active()
+    return trace.target.nc_version if trace is not None else _TARGETS["trn3"].nc_version
+
+
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -1,0 +1,126 @@
+"""Placement: give every tensor an address, and check that what is live fits.
+
+Runs on the traced program before rerolling, when every tensor instance and every use is
+explicit, so liveness is exact: a tensor is live from its first to its last use in program
+order. SBUF tensors get (partition 0, byte offset) by first fit; PSUM tensors are placed
+inside a single 2 KiB bank; HBM tensors are laid out one after another in the HBM arena.
+First fit over a free list is deterministic, so a tile allocated in every iteration of a loop
+lands at the same address each time, which is what lets the reroll pass fold the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nki.errors import NkiCapacityError, fail
+from nki.ir.nodes import Instr, Program, TensorDecl, walk
+from nki.ir.target import Target
+from nki.ir.types import Memory
+
+HBM_ALIGN = 64
+SBUF_ALIGN = 4
+
+
+def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
+    """First and last statement index (in unrolled order) that touch each tensor."""
+    ranges: dict[int, tuple[int, int]] = {}
+    index = 0
+    for stmt, _ in walk(program.body):
+        if not isinstance(stmt, Instr):
+            continue
+        for _, acc, _ in stmt.accesses():
+            lo, hi = ranges.get(acc.tensor, (index, index))
+            ranges[acc.tensor] = (min(lo, index), max(hi, index))
+        index += 1
+    return ranges
+
+
+class _FreeList:
+    """First-fit allocator over [0, size) with sorted free intervals."""
+
+    def __init__(self, size: int):
+        self.free = [(0, size)]
+
+    def take(self, nbytes: int, align: int, limit_in_bank: int = 0) -> int | None:
+        for i, (lo, hi) in enumerate(self.free):
+            start = -(-lo // align) * align
+            if limit_in_bank:  # must not cross a PSUM bank boundary
+                bank_end = (start // limit_in_bank + 1) * limit_in_bank
+                if start + nbytes > bank_end:
+                    start = bank_end
+            if start + nbytes <= hi:
+                pieces = [(lo, start)] if start > lo else []
+                if start + nbytes < hi:
+                    pieces.append((start + nbytes, hi))
+                self.free[i:i + 1] = pieces
+                return start
+        return None
+
+    def give(self, start: int, nbytes: int) -> None:
+        self.free.append((start, start + nbytes))
+        self.free.sort()
+        merged = [self.free[0]]
+        for lo, hi in self.free[1:]:
+            if lo <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+            else:
+                merged.append((lo, hi))
+        self.free = merged
+
+
+def allocate(program: Program, target: Target) -> Program:
+    """Place every tensor; raises NkiCapacityError when live tensors do not fit."""
+    ranges = live_ranges(program)
+    placed: dict[int, TensorDecl] = {}
+    hbm_top = 0
+    for t in program.tensors:
+        if t.memory.is_hbm:
+            placed[t.id] = replace(t, address=(0, hbm_top))
+            hbm_top += -(-max(t.free_size * t.dtype.itemsize, 1) // HBM_ALIGN) * HBM_ALIGN
+    events = sorted((r[0], 0, tid) for tid, r in ranges.items()
+                    if program.tensor(tid).memory.on_chip)
+    ends = sorted((r[1], tid) for tid, r in ranges.items()
+                  if program.tensor(tid).memory.on_chip)
+    pools = {Memory.SBUF: _FreeList(target.sbuf_bytes_per_partition),
+             Memory.PSUM: _FreeList(target.psum_bytes_per_partition)}
+    live: dict[int, int] = {}
+    end_i = 0
+    for start, _, tid in events:
+        while end_i < len(ends) and ends[end_i][0] < start:
+            gone = ends[end_i][1]
+            end_i += 1
+            if gone in live:
+                t = program.tensor(gone)
+                pools[t.memory].give(live.pop(gone), t.bytes_per_partition)
+        t = program.tensor(tid)
+        if t.user_address:
+            placed[tid] = t
+            continue
+        bank = target.psum_bank_bytes if t.memory is Memory.PSUM else 0
+        addr = pools[t.memory].take(max(t.bytes_per_partition, 1), SBUF_ALIGN, bank)
+        if addr is None:
+            raise _capacity_error(program, t, live, target)
+        live[tid] = addr
+        placed[tid] = replace(t, address=(0, addr))
+    tensors = tuple(placed.get(t.id, t) for t in program.tensors)
+    return replace(program, tensors=tensors, meta=program.meta + (("hbm_bytes", hbm_top),))
+
+
+def _capacity_error(program: Program, t: TensorDecl, live: dict[int, int],
+                    target: Target) -> NkiCapacityError:
+    mem = t.memory
+    cap = (target.sbuf_bytes_per_partition if mem is Memory.SBUF
+           else target.psum_bytes_per_partition)
+    others = sorted((program.tensor(i) for i in live if program.tensor(i).memory is mem),
+                    key=lambda d: -d.bytes_per_partition)
+    used = sum(d.bytes_per_partition for d in others)
+    lines = [f"  {d.name}: {d.bytes_per_partition} B/partition, created at {d.loc}"
+             for d in others[:6]]
+    code = "nki_sbuf_capacity_exceeded" if mem is Memory.SBUF else "nki_psum_capacity_exceeded"
+    detail = (f"{mem.value.upper()} overflow on {target.name}: tensor {t.name!r} needs "
+              f"{t.bytes_per_partition} B/partition while {used} of {cap} B/partition are live "
+              f"(short by {used + t.bytes_per_partition - cap} B). Largest live tensors:\n"
+              + "\n".join(lines)
+              + "\n  Use smaller tiles, or allocate tiles inside the loop that uses them so "
+                "they are reused across iterations.")
+    return fail(code, detail, t.loc, NkiCapacityError)

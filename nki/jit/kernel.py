@@ -1,0 +1,190 @@
+"""``nki.jit``: the Kernel object, launches, and the call path numpy/torch in → out."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from nki.config import Settings, from_environment
+from nki.errors import NkiValidationError, fail
+from nki.ir.printer import format_program
+from nki.ir.target import get_target
+from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
+from nki.jit.specialize import CoreProgram, specialize_core
+from nki.lang.tracer import user_loc
+from nki.sim.runtime import Executable, run_cores
+
+# keywords AWS's nki.jit accepts that do not change how we simulate
+_AWS_KWARGS = {"mode", "show_compiler_tb", "additional_compile_opt", "experimental_flags",
+               "kernel_return", "debug_kernel", "enable_out_of_bound_check", "save_neff_name",
+               "save_trace_name", "artifacts_dir", "working_directory", "overwrite",
+               "profile_nth", "warmup", "iters", "compiler_args"}
+
+
+@dataclass
+class Specialization:
+    """A kernel specialized for concrete arguments: its IR and generated source per core."""
+
+    cores: list[CoreProgram]
+    settings: Settings
+
+    @property
+    def ir(self) -> str:
+        """The rerolled, placed IR of every core, as text."""
+        return "\n\n".join(format_program(c.program) for c in self.cores)
+
+    @property
+    def source(self) -> str:
+        """The generated Python of every core."""
+        return "\n\n".join(c.generated.source for c in self.cores)
+
+    @property
+    def num_instructions(self) -> int:
+        return sum(len(c.generated.origins) for c in self.cores)
+
+
+class Kernel:
+    """What ``@nki.jit`` returns. Call it with numpy arrays or torch tensors.
+
+    ``kernel[2](...)`` launches it on two logical cores (LNC 2). Our execution keywords:
+    ``backend="numba"|"python"``, ``target="trn1"|"trn2"|"trn3"`` (also AWS's
+    ``platform_target=``), ``check_uninit=True``, ``precise_fp=False``.
+    """
+
+    def __init__(self, fn, **options):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        if "platform_target" in options:
+            options.setdefault("target", options.pop("platform_target"))
+        unknown = set(options) - _AWS_KWARGS - set(Settings.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"nki.jit got unexpected keyword(s) {sorted(unknown)}")
+        self.options = {k: v for k, v in options.items() if k not in _AWS_KWARGS}
+        self._lnc = 1
+        self._cache: dict = {}
+
+    def __getitem__(self, grid) -> Kernel:
+        lnc = grid[0] if isinstance(grid, tuple) and len(grid) == 1 else grid
+        if not isinstance(lnc, int) or lnc not in (1, 2):
+            raise fail("nki_lnc_degree", f"kernel[{grid!r}]: the launch takes one LNC degree, "
+                       "1 or 2", user_loc())
+        clone = Kernel.__new__(Kernel)
+        clone.__dict__.update(self.__dict__)
+        clone._lnc = lnc
+        return clone
+
+    def settings(self, **overrides) -> Settings:
+        return from_environment().with_overrides(**{**self.options, **overrides})
+
+    def _tensor_args(self, args) -> dict[int, TensorArg]:
+        import inspect
+
+        names = list(inspect.signature(self.fn).parameters)
+        out = {}
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray) or type(a).__module__.startswith("torch"):
+                name = names[i] if i < len(names) else f"arg{i}"
+                out[i] = to_tensor_arg(i, name, a, user_loc())
+        return out
+
+    def specialize(self, *args, **kwargs) -> Specialization:
+        """Trace and compile for these arguments (cached per shapes/dtypes/constants)."""
+        return self._specialize(args, kwargs, self._tensor_args(args))
+
+    def _specialize(self, args, kwargs, tensor_args) -> Specialization:
+        settings = self.settings()
+        key = (tuple(signature_of(a) for a in args),
+               tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())),
+               self._lnc, settings)
+        spec = self._cache.get(key)
+        if spec is None:
+            target = get_target(settings.target)
+            cores = [specialize_core(self.fn, args, kwargs, tensor_args, target, c, self._lnc,
+                                     settings) for c in range(self._lnc)]
+            spec = Specialization(cores, settings)
+            self._cache[key] = spec
+        return spec
+
+    def __call__(self, *args, **kwargs):
+        tensor_args = self._tensor_args(args)
+        spec = self._specialize(args, kwargs, tensor_args)
+        return execute(spec, tensor_args)
+
+
+def execute(spec: Specialization, tensor_args: dict[int, TensorArg]):
+    """Lay out HBM, run every core, copy outputs out and written inputs back."""
+    target = get_target(spec.settings.target)
+    first = spec.cores[0]
+    prog = first.program
+    hbm = np.zeros(dict(prog.meta).get("hbm_bytes", 64) or 64, np.uint8)
+    inputs = [tensor_args[i] for i in sorted(tensor_args)]
+    for ta, tid in zip(inputs, first.input_ids):
+        _hbm_slice(hbm, prog, tid)[:] = ta.array.reshape(-1).view(np.uint8)
+    for tid, data in first.constants.items():
+        _hbm_slice(hbm, prog, tid)[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+    for tid in first.output_ids:
+        decl = prog.tensor(tid)
+        fill = np.full(decl.shape, np.nan if decl.dtype.is_float else 4, np.float64)
+        _hbm_slice(hbm, prog, tid)[:] = fill.astype(decl.dtype.host_dtype()).view(np.uint8) \
+            .reshape(-1)
+    exes = [Executable(c.generated, spec.settings.backend) for c in spec.cores]
+    run_cores(exes, hbm, target)
+    like_torch = any(ta.is_torch for ta in inputs)
+    for ta, tid in zip(inputs, first.input_ids):
+        if tid in first.written_inputs:
+            _write_back(ta, _read(hbm, prog, tid))
+    outs = [wrap_output(_read(hbm, prog, tid), like_torch) for tid in first.output_ids]
+    if not outs:
+        return None
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _hbm_slice(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
+    decl = prog.tensor(tid)
+    start = decl.address[1]
+    return hbm[start:start + decl.free_size * decl.dtype.itemsize]
+
+
+def _read(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
+    decl = prog.tensor(tid)
+    return _hbm_slice(hbm, prog, tid).view(decl.dtype.host_dtype()).reshape(decl.shape).copy()
+
+
+def _write_back(ta: TensorArg, data: np.ndarray) -> None:
+    if ta.is_torch:
+        from nki.torch.convert import copy_into
+
+        copy_into(ta.original, data)
+    elif isinstance(ta.original, np.ndarray):
+        np.copyto(ta.original, data.reshape(ta.original.shape))
+
+
+def jit(fn=None, **options):
+    """Decorator: turn a kernel function into a :class:`Kernel`.
+
+    Example:
+        >>> @nki.jit                                   # doctest: +SKIP
+        ... def add(a, b):
+        ...     ...
+    """
+    if fn is None:
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
+
+
+def simulate(kernel):
+    """AWS's ``nki.simulate(kernel)``: a callable that runs it on the CPU simulator."""
+    if not isinstance(kernel, Kernel):
+        kernel = Kernel(kernel)
+    return kernel
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """Legacy ``nki.simulate_kernel(kernel, *args)``."""
+    return simulate(kernel)(*args, **kwargs)
+
+
+__all__ = ["Kernel", "jit", "simulate", "simulate_kernel", "Specialization",
+           "NkiValidationError"]

@@ -1,0 +1,46 @@
+"""Lowering: turn logical operands (tensor + view) into placed operands (space + affine element
+offset + dims in elements), using the addresses the allocator chose."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nki.ir.nodes import Access, Instr, Loop, Placed, Program, RecordedLoop
+from nki.ir.target import Target
+from nki.ir.types import Memory
+
+
+def place_access(acc: Access, program: Program, target: Target) -> Placed:
+    t = program.tensor(acc.tensor)
+    isz = acc.dtype.itemsize
+    if t.memory.is_hbm:
+        base = t.address[1] // isz
+        return Placed(acc.tensor, t.memory, acc.dtype, acc.offset + base, acc.dims)
+    rowbytes = (target.sbuf_bytes_per_partition if t.memory is Memory.SBUF
+                else target.psum_bytes_per_partition)
+    row = rowbytes // isz
+    part0, byte0 = t.address
+    offset = (acc.partition + part0) * row + acc.offset + byte0 // isz
+    dims = ((row, acc.dims[0][1]),) + acc.dims[1:]
+    return Placed(acc.tensor, t.memory, acc.dtype, offset, dims)
+
+
+def lower(program: Program, target: Target) -> Program:
+    """Replace every Access by its Placed form (recorded loops included)."""
+
+    def fix(acc):
+        return place_access(acc, program, target) if isinstance(acc, Access) else acc
+
+    def body(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, Instr):
+                out.append(s.map_accesses(fix))
+            elif isinstance(s, Loop):
+                out.append(replace(s, body=tuple(body(s.body))))
+            elif isinstance(s, RecordedLoop):
+                out.append(RecordedLoop(s.kind, s.loc, [body(it) for it in s.iterations],
+                                        s.tensors))
+        return out
+
+    return replace(program, body=tuple(body(program.body)))

@@ -1,0 +1,125 @@
+"""Reroll: fold the iterations Python unrolled back into IR loops.
+
+New-dialect loops run as Python, so the trace holds one block of instructions per iteration
+(recorded by ``nl.affine_range`` and friends as :class:`RecordedLoop`). When every block has
+the same instructions and each operand offset (and each inner trip count) is an affine function
+of the iteration number, the blocks become one :class:`Loop` whose offsets use the loop slot.
+A first or last iteration that differs (``accumulate=False`` on the first matmul of a K loop,
+a partial edge tile) is peeled. IR size therefore does not grow with trip counts.
+
+Runs on placed operands, so tiles reallocated every iteration (same address each time) and
+tiles kept in a list (addresses in arithmetic progression) fold alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nki.ir.affine import Affine
+from nki.ir.nodes import Instr, Loop, Placed, Program, RecordedLoop, Stmt
+
+
+class _NoFold(Exception):
+    pass
+
+
+def _progression(values: list[Affine], slot: int) -> Affine:
+    """``v0 + i_slot * d`` if values[t] == v0 + t*d for a constant d."""
+    first = values[0]
+    if len(values) == 1:
+        return first
+    step = values[1] - first
+    if not step.is_const:
+        raise _NoFold
+    for t, v in enumerate(values):
+        if v != first + step * t:
+            raise _NoFold
+    return first + Affine.var(slot, step.const)
+
+
+def _unify_operand(ops: list, slot: int):
+    first = ops[0]
+    if not isinstance(first, Placed):
+        raise _NoFold
+    for o in ops[1:]:
+        if not first.same_form(o):
+            raise _NoFold
+    return replace(first, offset=_progression([o.offset for o in ops], slot))
+
+
+def _unify_instr(instrs: list[Instr], slot: int) -> Instr:
+    first = instrs[0]
+    for x in instrs[1:]:
+        if (x.opcode != first.opcode or x.attrs != first.attrs or len(x.writes) !=
+                len(first.writes) or len(x.reads) != len(first.reads)):
+            raise _NoFold
+
+    def group(field):
+        rows = [getattr(x, field) for x in instrs]
+        out = []
+        for j, (role, _) in enumerate(rows[0]):
+            if any(r[j][0] != role for r in rows):
+                raise _NoFold
+            out.append((role, _unify_operand([r[j][1] for r in rows], slot)))
+        return tuple(out)
+
+    return replace(first, writes=group("writes"), reads=group("reads"))
+
+
+def _unify(stmts: list[Stmt], slot: int) -> Stmt:
+    first = stmts[0]
+    if isinstance(first, Instr):
+        if not all(isinstance(s, Instr) for s in stmts):
+            raise _NoFold
+        return _unify_instr(stmts, slot)
+    if isinstance(first, Loop):
+        if not all(isinstance(s, Loop) and s.slot == first.slot and
+                   len(s.body) == len(first.body) for s in stmts):
+            raise _NoFold
+        trip = _progression([s.trip for s in stmts], slot)
+        body = tuple(_unify([s.body[j] for s in stmts], slot) for j in range(len(first.body)))
+        return replace(first, trip=trip, body=body)
+    raise _NoFold
+
+
+def _make_loop(iters: list[list[Stmt]], slot: int, rec: RecordedLoop) -> Loop:
+    length = len(iters[0])
+    if any(len(it) != length for it in iters):
+        raise _NoFold
+    body = tuple(_unify([it[j] for it in iters], slot) for j in range(length))
+    return Loop(slot, Affine(len(iters)), body, rec.kind, rec.loc)
+
+
+def _fold(rec: RecordedLoop, slot: int) -> list[Stmt]:
+    iters = [reroll_body(it, slot + 1) for it in rec.iterations]
+    if not iters:
+        return []
+    n = len(iters)
+    plans = [(0, n)]
+    if n > 2:
+        plans += [(1, n), (0, n - 1), (1, n - 1)]
+    for lo, hi in plans:
+        try:
+            loop = _make_loop(iters[lo:hi], slot, rec)
+        except _NoFold:
+            continue
+        out: list[Stmt] = [s for it in iters[:lo] for s in it]
+        out.append(loop)
+        out.extend(s for it in iters[hi:] for s in it)
+        return out
+    return [s for it in iters for s in it]
+
+
+def reroll_body(stmts, slot: int = 0) -> list[Stmt]:
+    out: list[Stmt] = []
+    for s in stmts:
+        if isinstance(s, RecordedLoop):
+            out.extend(_fold(s, slot))
+        else:
+            out.append(s)
+    return out
+
+
+def reroll(program: Program) -> Program:
+    """Fold every recorded loop (innermost first); unfoldable loops stay unrolled."""
+    return replace(program, body=tuple(reroll_body(program.body, 0)))

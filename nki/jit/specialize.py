@@ -1,0 +1,105 @@
+"""Specialization: trace a kernel for concrete argument shapes, run the pass pipeline, and
+generate the program of each core."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, replace
+
+from nki.errors import fail
+from nki.ir.nodes import Program, count_instrs, walk
+from nki.ir.printer import format_program
+from nki.ir.target import Target
+from nki.ir.types import Memory
+from nki.jit.allocate import allocate
+from nki.jit.args import TensorArg
+from nki.jit.lower import lower
+from nki.jit.reroll import reroll
+from nki.lang.tensor import NkiTensor
+from nki.lang.tracer import Trace
+from nki.sim.codegen import Generated, generate
+
+PASSES = (("allocate", allocate), ("lower", lower), ("reroll", None))
+
+
+@dataclass
+class CoreProgram:
+    """One core's traced, placed, rerolled program and its generated code."""
+
+    program: Program
+    generated: Generated
+    constants: dict
+    input_ids: list[int]
+    output_ids: list[int]
+    written_inputs: list[int]
+
+
+def _bind_inputs(trace: Trace, fn, args, tensor_args: dict[int, TensorArg], lnc: int):
+    names = list(inspect.signature(fn).parameters)
+    mem = Memory.SHARED_HBM if lnc > 1 else Memory.PRIVATE_HBM
+    bound, ids = [], []
+    for i, value in enumerate(args):
+        ta = tensor_args.get(i)
+        if ta is None:
+            bound.append(value)
+            continue
+        name = names[i] if i < len(names) else f"arg{i}"
+        decl = trace.new_tensor(mem, ta.array.shape or (1,), ta.dtype, name=name, role="input",
+                                loc=None)
+        ids.append(decl.id)
+        bound.append(NkiTensor(decl))
+    return bound, ids
+
+
+def _outputs(result, trace: Trace, loc) -> list[int]:
+    if result is None:
+        return []
+    items = result if isinstance(result, (tuple, list)) else (result,)
+    ids = []
+    for r in items:
+        if not isinstance(r, NkiTensor) or not r.buffer.is_hbm:
+            raise fail("nki_kernel_return", "a kernel must return HBM tensors it created with "
+                       f"buffer=nl.shared_hbm; got {r!r}", loc)
+        ids.append(r.decl.id)
+    return ids
+
+
+def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int, lnc: int,
+               settings) -> tuple[Program, Trace, list[int], list[int]]:
+    from nki.lang.tracer import user_loc
+
+    trace = Trace(fn.__name__, target, core=core, num_cores=lnc,
+                  check_uninit=settings.check_uninit, precise_fp=settings.precise_fp)
+    trace.launched_with_grid = lnc > 1
+    with trace:
+        bound, in_ids = _bind_inputs(trace, fn, args, tensor_args, lnc)
+        result = fn(*bound, **kwargs)
+        out_ids = _outputs(result, trace, user_loc())
+    for oid in out_ids:
+        if trace.written_state_of(oid) == "none":
+            decl = trace.tensors[oid]
+            raise fail("err_tensor_output_not_written_to",
+                       f"kernel output {decl.name!r} is never written", decl.loc)
+    program = Program(fn.__name__, tuple(trace.tensors.values()), tuple(in_ids),
+                      tuple(out_ids), tuple(trace.body), target.name, core, lnc)
+    return program, trace, in_ids, out_ids
+
+
+def run_passes(program: Program, target: Target) -> Program:
+    program = allocate(program, target)
+    program = lower(program, target)
+    return reroll(program)
+
+
+def specialize_core(fn, args, kwargs, tensor_args, target, core, lnc, settings) -> CoreProgram:
+    program, trace, in_ids, out_ids = trace_core(fn, args, kwargs, tensor_args, target, core,
+                                                 lnc, settings)
+    written = sorted({acc.tensor for s, _ in walk(program.body) if hasattr(s, "writes")
+                      for _, acc in s.writes} & set(in_ids))
+    final = run_passes(program, target)
+    final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),))
+    return CoreProgram(final, generate(final), dict(trace.constants), in_ids, out_ids, written)
+
+
+def describe(core: CoreProgram) -> str:
+    return format_program(core.program)

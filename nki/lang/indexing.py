@@ -1,0 +1,223 @@
+"""The index algebra behind ``NkiTensor.__getitem__``, ``reshape``, ``view`` and ``ap``.
+
+Kept apart from the handle class so each rule reads on its own. All functions return new
+views; nothing here touches the trace.
+"""
+
+from __future__ import annotations
+
+from nki.ir.types import BY_NAME, DType
+from nki.lang.tensor import DynSlice, NkiTensor
+from nki.lang.tracer import validation
+
+
+def _normalize_key(t: NkiTensor, key) -> list:
+    if not isinstance(key, tuple):
+        key = (key,)
+    if any(k is None for k in key):
+        raise validation("nki_invalid_view", "None (new axis) is not supported when indexing "
+                         f"{t.name!r}; use expand_dim")
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise validation("nki_invalid_view", "an index can contain at most one '...'")
+    if n_ell:
+        i = key.index(Ellipsis)
+        fill = t.ndim - (len(key) - 1)
+        key = key[:i] + (slice(None),) * fill + key[i + 1:]
+    if len(key) > t.ndim:
+        raise validation("err_tensor_access_out_of_bound",
+                         f"{len(key)} indices for {t.ndim}-D tensor {t.name!r}")
+    return list(key) + [slice(None)] * (t.ndim - len(key))
+
+
+def _resolve_slice(t: NkiTensor, dim: int, k, size: int) -> tuple[int, int, int]:
+    """(start, count, step) of a slice or ds along a dim, bounds-checked."""
+    if isinstance(k, DynSlice):
+        start, stop, step = int(k.start), int(k.start) + int(k.size), int(k.step)
+        if k.step != 1:
+            stop = int(k.start) + int(k.size) * int(k.step)
+    else:
+        step = 1 if k.step is None else int(k.step)
+        if step < 1:
+            raise validation("nki_invalid_view", f"slice step {step} on dim {dim} of "
+                             f"{t.name!r}: steps must be positive")
+        start = 0 if k.start is None else int(k.start)
+        stop = size if k.stop is None else int(k.stop)
+        start = start + size if start < 0 else start
+        stop = stop + size if stop < 0 else stop
+    if start < 0 or stop > size or start > stop:
+        raise validation("err_tensor_access_out_of_bound",
+                         f"index {start}:{stop} is out of bounds for dim {dim} of "
+                         f"{t.name!r} (size {size}); clip tile edges with min()")
+    count = max(0, (stop - start + step - 1) // step)
+    if count == 0:
+        raise validation("err_tensor_access_out_of_bound",
+                         f"empty slice {start}:{stop} on dim {dim} of {t.name!r}")
+    return start, count, step
+
+
+def _resolve_int(t: NkiTensor, dim: int, k, size: int) -> int:
+    if not isinstance(k, int):
+        k = int(k)
+    i = k + size if k < 0 else k
+    if not 0 <= i < size:
+        raise validation("err_tensor_access_out_of_bound",
+                         f"index {k} is out of bounds for dim {dim} of {t.name!r} (size {size})")
+    return i
+
+
+def index_view(t: NkiTensor, key) -> NkiTensor:
+    """``t[key]`` with NKI's rules for ints, slices, ``nl.ds``, negatives and ``...``."""
+    key = _normalize_key(t, key)
+    part, off = t._part, t._off
+    dims: list[tuple[int, int]] = []
+    dropped_free = False
+    for d, (k, (stride, size)) in enumerate(zip(key, t._dims)):
+        if isinstance(k, (slice, DynSlice)):
+            start, count, step = _resolve_slice(t, d, k, size)
+            if t.on_chip and d == 0:
+                if step != 1:
+                    raise validation("nki_invalid_view", "the partition dim cannot be strided")
+                part += start
+                dims.append((1, count))
+            else:
+                off += start * stride
+                dims.append((stride * step, count))
+        elif hasattr(k, "__index__") or isinstance(k, int):
+            i = _resolve_int(t, d, k, size)
+            if t.on_chip and d == 0:
+                part += i
+                dims.append((1, 1))          # an int on the partition dim keeps it
+            else:
+                off += i * stride
+                dropped_free = True
+        else:
+            from nki.errors import NkiUnsupportedError, fail
+
+            raise fail("nki_not_implemented", f"indexing {t.name!r} with {type(k).__name__}",
+                       None, NkiUnsupportedError)
+    if t.on_chip and len(dims) < 2 and dropped_free:
+        dims.append((1, 1))                  # keep on-chip views at least 2-D
+    if not dims:
+        dims.append((1, 1))
+    return t._new(tuple(dims), off=off, part=part)
+
+
+def is_contiguous(dims, on_chip: bool) -> bool:
+    """Whether the (free, on chip) dims are row-major compact."""
+    free = [d for d in (dims[1:] if on_chip else dims) if d[1] != 1]
+    expect = 1
+    for stride, count in reversed(free):
+        if stride != expect:
+            return False
+        expect *= count
+    return True
+
+
+def reshape_view(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
+    """Reshape a view; on chip the partition dim is kept and the free dims must be compact."""
+    shape = list(int(s) for s in shape)
+    total = t.size
+    if shape.count(-1) == 1:
+        known = 1
+        for s in shape:
+            known *= s if s != -1 else 1
+        shape[shape.index(-1)] = total // max(known, 1)
+    n = 1
+    for s in shape:
+        n *= s
+    if n != total:
+        raise validation("nki_invalid_view", f"cannot reshape {t.name!r} of shape {t.shape} "
+                         f"({total} elements) to {tuple(shape)}")
+    if t.on_chip:
+        if shape[0] != t.shape[0]:
+            raise validation("nki_invalid_view", f"reshape of on-chip {t.name!r} must keep "
+                             f"the partition dim {t.shape[0]}, got {tuple(shape)}")
+        free_shape = shape[1:]
+    else:
+        free_shape = shape
+    if not is_contiguous(t._dims, t.on_chip):
+        raise validation("nki_invalid_view", f"reshape of {t.name!r} needs contiguous free "
+                         f"dims; its pattern is {t.get_pattern()}")
+    dims, stride = [], 1
+    for c in reversed(free_shape):
+        dims.append((stride, c))
+        stride *= c
+    dims.reverse()
+    if t.on_chip:
+        dims.insert(0, t._dims[0])
+    return t._new(tuple(dims))
+
+
+def as_dtype(dtype) -> DType:
+    """Accept nki dtypes, their names and numpy/ml_dtypes dtypes."""
+    if isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str) and dtype in BY_NAME:
+        return BY_NAME[dtype]
+    import numpy as np
+
+    from nki.ir.types import from_host
+
+    try:
+        found = from_host(np.dtype(dtype))
+    except TypeError:
+        found = None
+    if found is None:
+        raise validation("nki_unsupported_dtype", f"{dtype!r} is not an NKI dtype; use one of "
+                         + ", ".join(sorted(k for k in BY_NAME if k != "bool")))
+    return found
+
+
+def dtype_view(t: NkiTensor, dtype) -> NkiTensor:
+    """Bit reinterpretation: the last dim is rescaled by the itemsize ratio."""
+    new = as_dtype(dtype)
+    old = t.dtype
+    if new.itemsize == old.itemsize:
+        return t._new(t._dims, dtype=new)
+    last_stride, last_count = t._dims[-1]
+    if last_stride != 1 or (t.on_chip and t.ndim == 1):
+        raise validation("nki_invalid_view", f"view({new.name}) needs a contiguous last dim "
+                         f"on {t.name!r}")
+    nbytes = last_count * old.itemsize
+    if nbytes % new.itemsize:
+        raise validation("nki_invalid_view", f"view({new.name}): last dim of {t.name!r} holds "
+                         f"{nbytes} bytes, not a multiple of {new.itemsize}")
+    dims = []
+    first_free = 1 if t.on_chip else 0
+    for i, (s, c) in enumerate(t._dims[:-1]):
+        if i < first_free:
+            dims.append((s, c))
+            continue
+        if (s * old.itemsize) % new.itemsize:
+            raise validation("nki_invalid_view", f"view({new.name}) of {t.name!r}: stride {s} "
+                             "is not a whole number of new elements")
+        dims.append((s * old.itemsize // new.itemsize, c))
+    if (t._off * old.itemsize) % new.itemsize:
+        raise validation("nki_invalid_view", f"view({new.name}) of {t.name!r}: offset is "
+                         "not aligned to the new dtype")
+    dims.append((1, nbytes // new.itemsize))
+    return t._new(tuple(dims), off=t._off * old.itemsize // new.itemsize, dtype=new)
+
+
+def ap_view(t: NkiTensor, pattern, offset, dtype) -> NkiTensor:
+    """``.ap([[stride, count], ...], offset)``: address the storage directly (spec §1.8)."""
+    dt = as_dtype(dtype) if dtype is not None else t.dtype
+    pairs = [(int(s), int(c)) for s, c in pattern]
+    if not pairs:
+        raise validation("nki_invalid_view", ".ap needs at least one [stride, count] pair")
+    decl = t.decl
+    if not t.on_chip:
+        off = t.offset * t.dtype.itemsize // dt.itemsize if offset is None else int(offset)
+        return t._new(tuple(pairs), off=off, part=0, dtype=dt)
+    per_part = decl.bytes_per_partition // dt.itemsize
+    pstride, pcount = pairs[0]
+    if pstride != per_part and pcount != 1:
+        raise validation("nki_invalid_view", f".ap on on-chip {t.name!r}: the first pair is "
+                         f"the partition pair and its stride must be {per_part} (elements per "
+                         f"partition), got {pstride}")
+    if offset is None:
+        part, off = t._part, t.offset * t.dtype.itemsize // dt.itemsize
+    else:
+        part, off = divmod(int(offset), per_part)
+    return t._new(((1, pcount),) + tuple(pairs[1:]), off=off, part=part, dtype=dt)

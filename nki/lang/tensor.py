@@ -1,0 +1,284 @@
+"""``NkiTensor``: a tensor handle = one tensor instance + a strided view of it (spec §1.8).
+
+Views are free: indexing and view methods only compute a new (partition, offset, dims)
+triple. On chip, dim 0 is the partition dim, counted in partitions; the other dims are
+(stride, count) pairs in elements inside each partition. In HBM every dim is linear.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from nki.ir.affine import Affine
+from nki.ir.nodes import MAX_DIMS, Access, TensorDecl
+from nki.ir.types import DType, Memory
+from nki.lang.tracer import validation
+
+
+class DynSlice:
+    """``nl.ds(start, size)``: the slice ``start:start+size`` (never clipped)."""
+
+    __slots__ = ("start", "size", "step")
+
+    def __init__(self, start: int, size: int, step: int = 1):
+        self.start, self.size, self.step = start, size, step
+
+    def __repr__(self) -> str:
+        return f"ds({self.start}, {self.size})"
+
+
+Dims = tuple[tuple[int, int], ...]
+
+
+class NkiTensor:
+    """A view of an HBM, SBUF or PSUM tensor inside a kernel.
+
+    Attributes:
+        shape, dtype, buffer, ndim, size, name, strides, offset: as in NKI.
+
+    Example:
+        >>> t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)  # doctest: +SKIP
+        >>> t[:, 0:256].shape                                               # doctest: +SKIP
+        (128, 256)
+    """
+
+    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims")
+
+    def __init__(self, decl: TensorDecl, dtype: DType | None = None, part: int = 0,
+                 off: int = 0, dims: Dims | None = None):
+        self._decl = decl
+        self._dtype = dtype or decl.dtype
+        self._part = part
+        self._off = off
+        self._dims = dims if dims is not None else _compact_dims(decl)
+
+    # ----- NKI attributes ------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(c for _, c in self._dims)
+
+    @property
+    def dtype(self) -> DType:
+        return self._dtype
+
+    @property
+    def buffer(self) -> Memory:
+        return self._decl.memory
+
+    @property
+    def ndim(self) -> int:
+        return len(self._dims)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for _, c in self._dims:
+            n *= c
+        return n
+
+    @property
+    def name(self) -> str:
+        return self._decl.name
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return tuple(s for s, _ in self._dims)
+
+    @property
+    def offset(self) -> int:
+        return self._off
+
+    @property
+    def decl(self) -> TensorDecl:
+        return self._decl
+
+    @property
+    def on_chip(self) -> bool:
+        return self._decl.memory.on_chip
+
+    def access(self) -> Access:
+        """The IR operand for this view."""
+        return Access(self._decl.id, self._dtype, Affine(self._off), self._dims,
+                      Affine(self._part))
+
+    def _new(self, dims: Dims, off: int | None = None, part: int | None = None,
+             dtype: DType | None = None) -> NkiTensor:
+        if len(dims) > MAX_DIMS:
+            raise validation("err_exceed_max_supported_dimension",
+                             f"a view of {self.name!r} would have {len(dims)} dims; "
+                             f"at most {MAX_DIMS} are supported")
+        return NkiTensor(self._decl, dtype or self._dtype, self._part if part is None else part,
+                         self._off if off is None else off, dims)
+
+    def __repr__(self) -> str:
+        return (f"NkiTensor({self.name}, shape={self.shape}, dtype={self._dtype.name}, "
+                f"buffer={self.buffer.value})")
+
+    def __bool__(self) -> bool:
+        raise validation("err_ambiguous_tensor_truth_value",
+                         f"the truth value of tensor {self.name!r} is ambiguous; "
+                         "control flow on tensor values is not supported")
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):
+        raise validation("err_dynamic_control_flow_not_supported",
+                         f"iterating over tensor {self.name!r} is not supported; index it")
+
+    # ----- indexing ------------------------------------------------------------------------
+    def __getitem__(self, key) -> NkiTensor:
+        from nki.lang.indexing import index_view
+
+        return index_view(self, key)
+
+    # ----- view methods (spec §1.8) --------------------------------------------------------
+    def slice(self, dim: int, start: int, end: int, step: int = 1) -> NkiTensor:
+        """View of ``start:end:step`` along ``dim`` (no clipping, no negatives)."""
+        dim = self._dim(dim)
+        size = self._dims[dim][1]
+        if not (0 <= start < end <= size) or step < 1:
+            raise validation("err_tensor_access_out_of_bound",
+                             f"{self.name}.slice({dim}, {start}, {end}, {step}) needs "
+                             f"0 <= start < end <= {size} and step >= 1")
+        return self[tuple([slice(None)] * dim + [slice(start, end, step)])]
+
+    def select(self, dim: int, index: int) -> NkiTensor:
+        """Drop ``dim`` by taking one static index of it."""
+        dim = self._dim(dim)
+        if self.on_chip and dim == 0:
+            raise validation("nki_invalid_view", "select cannot drop the partition dim "
+                             f"of on-chip tensor {self.name!r}")
+        stride, size = self._dims[dim]
+        if not isinstance(index, int):
+            from nki.errors import NkiUnsupportedError, fail
+
+            raise fail("nki_not_implemented", "dynamic select with a tensor index",
+                       None, NkiUnsupportedError)
+        if not 0 <= index < size:
+            raise validation("err_tensor_access_out_of_bound",
+                             f"{self.name}.select({dim}, {index}): index outside [0, {size})")
+        dims = self._dims[:dim] + self._dims[dim + 1:]
+        return self._new(dims, off=self._off + stride * index)
+
+    def permute(self, dims: Sequence[int]) -> NkiTensor:
+        """Reorder dims; on chip dim 0 must stay first."""
+        order = [self._dim(d) for d in dims]
+        if sorted(order) != list(range(self.ndim)):
+            raise validation("nki_invalid_view", f"permute{tuple(dims)} is not a permutation "
+                             f"of the {self.ndim} dims of {self.name!r}")
+        if self.on_chip and order[0] != 0:
+            raise validation("nki_invalid_view",
+                             f"permute cannot move the partition dim of {self.name!r}")
+        return self._new(tuple(self._dims[d] for d in order))
+
+    def broadcast(self, dim: int, size: int) -> NkiTensor:
+        """Stride-0 view repeating a size-1 dim ``size`` times."""
+        dim = self._dim(dim)
+        if self._dims[dim][1] != 1 or (self.on_chip and dim == 0):
+            raise validation("nki_invalid_view",
+                             f"broadcast({dim}, {size}) needs a size-1 dim"
+                             + (" other than the partition dim" if self.on_chip else ""))
+        dims = list(self._dims)
+        dims[dim] = (0, int(size))
+        return self._new(tuple(dims))
+
+    def broadcast_to(self, shape: Sequence[int]) -> NkiTensor:
+        """Broadcast every size-1 dim to ``shape`` (same rank)."""
+        if len(shape) != self.ndim:
+            raise validation("nki_shape_mismatch",
+                             f"broadcast_to{tuple(shape)} needs rank {self.ndim}")
+        out = self
+        for d, (n, (_, c)) in enumerate(zip(shape, self._dims)):
+            if n != c:
+                out = out.broadcast(d, n)
+        return out
+
+    def expand_dim(self, dim: int) -> NkiTensor:
+        """Insert a size-1 dim at ``dim``."""
+        dim = dim + self.ndim + 1 if dim < 0 else dim
+        if self.on_chip and dim == 0:
+            raise validation("nki_invalid_view", "expand_dim cannot insert before the "
+                             "partition dim")
+        return self._new(self._dims[:dim] + ((0, 1),) + self._dims[dim:])
+
+    expand_dims = expand_dim
+
+    def squeeze_dim(self, dim: int) -> NkiTensor:
+        """Remove a size-1 dim."""
+        dim = self._dim(dim)
+        if self._dims[dim][1] != 1 or (self.on_chip and dim == 0):
+            raise validation("nki_invalid_view", f"squeeze_dim({dim}) needs a size-1 dim "
+                             "that is not the partition dim")
+        return self._new(self._dims[:dim] + self._dims[dim + 1:])
+
+    def reshape(self, shape: Sequence[int]) -> NkiTensor:
+        """View with a new shape; the reshaped dims must be contiguous."""
+        from nki.lang.indexing import reshape_view
+
+        return reshape_view(self, tuple(shape))
+
+    def reshape_dim(self, dim: int, shape: Sequence[int]) -> NkiTensor:
+        """Split one dim into ``shape``."""
+        dim = self._dim(dim)
+        new = self.shape[:dim] + tuple(shape) + self.shape[dim + 1:]
+        return self.reshape(new)
+
+    def flatten_dims(self, start: int, end: int) -> NkiTensor:
+        """Merge dims ``start..end`` (inclusive)."""
+        start, end = self._dim(start), self._dim(end)
+        n = 1
+        for c in self.shape[start:end + 1]:
+            n *= c
+        return self.reshape(self.shape[:start] + (n,) + self.shape[end + 1:])
+
+    def view(self, dtype) -> NkiTensor:
+        """Reinterpret the bits as ``dtype`` (last dim rescaled; it must be contiguous)."""
+        from nki.lang.indexing import dtype_view
+
+        return dtype_view(self, dtype)
+
+    reinterpret_cast = view
+
+    def ap(self, pattern, offset: int | None = None, *, dtype=None, scalar_offset=None,
+           vector_offset=None, indirect_dim: int = 0) -> NkiTensor:
+        """Address the underlying storage with ``[[stride, count], ...]`` pairs."""
+        from nki.lang.indexing import ap_view
+
+        if scalar_offset is not None or vector_offset is not None:
+            from nki.errors import NkiUnsupportedError, fail
+
+            raise fail("nki_not_implemented", ".ap with scalar_offset/vector_offset "
+                       "(dynamic access)", None, NkiUnsupportedError)
+        return ap_view(self, pattern, offset, dtype)
+
+    def get_pattern(self) -> list[list[int]]:
+        return [[s, c] for s, c in self._dims]
+
+    def is_contiguous(self) -> bool:
+        from nki.lang.indexing import is_contiguous
+
+        return is_contiguous(self._dims, self.on_chip)
+
+    def is_indirect(self) -> bool:
+        return False
+
+    def _dim(self, dim: int) -> int:
+        d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < self.ndim:
+            raise validation("nki_invalid_view",
+                             f"dim {dim} is out of range for {self.ndim}-D {self.name!r}")
+        return d
+
+
+def _compact_dims(decl: TensorDecl) -> Dims:
+    shape = decl.shape
+    dims = []
+    stride = 1
+    for c in reversed(shape[1:] if decl.memory.on_chip else shape):
+        dims.append((stride, c))
+        stride *= c
+    dims.reverse()
+    if decl.memory.on_chip:
+        dims.insert(0, (1, shape[0]))
+    return tuple(dims)

@@ -1,0 +1,169 @@
+"""Vector-engine elementwise family: ``tensor_tensor``, ``tensor_scalar``, ``tensor_copy``,
+``memset``, ``reciprocal``. Arithmetic is fp32; bit operations and all-integer GpSimd math run
+on exact integers."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from nki.ir.ops import Opcode
+from nki.sim.emit import emitter
+from nki.sim.helpers import alu
+from nki.sim.helpers.memory import (copy_raw, load_f32, load_i64, shape_of, store_f32,
+                                    store_i64)
+from nki.sim.helpers.registry import helper
+from nki.sim.layout import O_DTYPE, operand_base
+
+OP0, OP1, OP2, OP3 = (operand_base(i) for i in range(4))
+
+
+@njit(cache=True, nogil=True)
+def _width(code):
+    if code == 7 or code == 10 or code == 13:
+        return 8
+    if code == 8 or code == 11:
+        return 16
+    return 32
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_tensor(H, S, PS, irow, frow, L):
+    """dst = data1 op data2 (ints: op, int_math)."""
+    op = irow[2]
+    if irow[3] == 1:
+        a = load_i64(H, S, PS, irow, OP1, L)
+        b = load_i64(H, S, PS, irow, OP2, L)
+        store_i64(H, S, PS, irow, OP0, L, alu.binary_i64(op, a, b, _width(irow[OP0 + O_DTYPE])))
+    else:
+        a = load_f32(H, S, PS, irow, OP1, L)
+        b = load_f32(H, S, PS, irow, OP2, L)
+        store_f32(H, S, PS, irow, OP0, L, alu.binary_f32(op, a, b))
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _scalar_operand_f32(H, S, PS, irow, frow, base, imm_index, is_tile, L):
+    if is_tile == 1:
+        return load_f32(H, S, PS, irow, base, L)           # (P, 1): broadcasts over N
+    return np.full((1, 1), np.float32(frow[imm_index]), np.float32)
+
+
+@njit(cache=True, nogil=True)
+def _scalar_operand_i64(H, S, PS, irow, frow, base, imm_index, is_tile, L):
+    if is_tile == 1:
+        return load_i64(H, S, PS, irow, base, L)
+    return np.full((1, 1), np.int64(frow[imm_index]), np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _apply_f32(op, x, s, reverse):
+    out = np.empty_like(x)
+    out[...] = alu.binary_f32(op, s, x) if reverse == 1 else alu.binary_f32(op, x, s)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _apply_i64(op, x, s, reverse, width):
+    out = np.empty_like(x)
+    out[...] = alu.binary_i64(op, s, x, width) if reverse == 1 else \
+        alu.binary_i64(op, x, s, width)
+    return out
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_scalar(H, S, PS, irow, frow, L):
+    """dst = (data op0 operand0) op1 operand1; operands are immediates or [P,1] tiles.
+
+    ints: op0, reverse0, has_op1, op1, reverse1, operand0_is_tile, operand1_is_tile, int_math."""
+    op0, rev0, has1, op1, rev1, t0, t1, im = (irow[2], irow[3], irow[4], irow[5], irow[6],
+                                               irow[7], irow[8], irow[9])
+    if im == 1:
+        w = _width(irow[OP0 + O_DTYPE])
+        r = _apply_i64(op0, load_i64(H, S, PS, irow, OP1, L),
+                       _scalar_operand_i64(H, S, PS, irow, frow, OP2, 0, t0, L), rev0, w)
+        if has1 == 1:
+            r = _apply_i64(op1, r, _scalar_operand_i64(H, S, PS, irow, frow, OP3, 1, t1, L),
+                           rev1, w)
+        store_i64(H, S, PS, irow, OP0, L, r)
+        return 0
+    y = _apply_f32(op0, load_f32(H, S, PS, irow, OP1, L),
+                   _scalar_operand_f32(H, S, PS, irow, frow, OP2, 0, t0, L), rev0)
+    if has1 == 1:
+        y = _apply_f32(op1, y, _scalar_operand_f32(H, S, PS, irow, frow, OP3, 1, t1, L), rev1)
+    store_f32(H, S, PS, irow, OP0, L, y)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_copy(H, S, PS, irow, frow, L):
+    """dst = src; bit-exact for equal dtypes, else through fp32."""
+    if irow[2] == 1:
+        copy_raw(H, S, PS, irow, OP0, OP1, L)
+    else:
+        store_f32(H, S, PS, irow, OP0, L, load_f32(H, S, PS, irow, OP1, L))
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def memset(H, S, PS, irow, frow, L):
+    """dst[...] = value (ints: is_int, int value)."""
+    P, N = shape_of(irow, OP0)
+    if irow[2] == 1:
+        store_i64(H, S, PS, irow, OP0, L, np.full((P, N), irow[3], np.int64))
+    else:
+        store_f32(H, S, PS, irow, OP0, L, np.full((P, N), np.float32(frow[0]), np.float32))
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def reciprocal(H, S, PS, irow, frow, L):
+    """dst = 1 / data (VectorE, IEEE fp32 division)."""
+    x = load_f32(H, S, PS, irow, OP1, L)
+    store_f32(H, S, PS, irow, OP0, L, np.float32(1.0) / x)
+    return 0
+
+
+def reference_binary(op, a, b):
+    """Oracle for tensor_tensor / tensor_scalar on float inputs (numpy, fp32)."""
+    return alu.binary_f32.py_func(int(op), np.float32(a), np.float32(b))
+
+
+@emitter(Opcode.TENSOR_TENSOR, tensor_tensor, reference_binary)
+def encode_tensor_tensor(ins, w, ops):
+    w.ints(int(ins.attr("op")), int(bool(ins.attr("int_math"))))
+    w.operand(ops["dst"]).operand(ops["data1"]).operand(ops["data2"])
+
+
+@emitter(Opcode.TENSOR_SCALAR, tensor_scalar, reference_binary)
+def encode_tensor_scalar(ins, w, ops):
+    op1 = ins.attr("op1")
+    w.ints(int(ins.attr("op0")), int(ins.attr("reverse0")), int(op1 is not None),
+           int(op1 or 0), int(ins.attr("reverse1")), int("operand0" in ops),
+           int("operand1" in ops), int(bool(ins.attr("int_math"))))
+    w.floats(float(ins.attr("imm0") or 0.0), float(ins.attr("imm1") or 0.0))
+    w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("operand0"))
+    w.operand(ops.get("operand1"))
+
+
+@emitter(Opcode.TENSOR_COPY, tensor_copy)
+def encode_tensor_copy(ins, w, ops):
+    w.ints(int(ops["dst"].code == ops["src"].code)).operand(ops["dst"]).operand(ops["src"])
+
+
+@emitter(Opcode.MEMSET, memset)
+def encode_memset(ins, w, ops):
+    value = ins.attr("value")
+    is_int = ins.attr("is_int")
+    w.ints(int(bool(is_int)), int(value) if is_int else 0).floats(float(value))
+    w.operand(ops["dst"])
+
+
+@emitter(Opcode.RECIPROCAL, reciprocal)
+def encode_reciprocal(ins, w, ops):
+    w.operand(ops["dst"]).operand(ops["data"])

@@ -1,0 +1,1 @@
+"""Compiled helpers the generated programs call (see registry)."""

@@ -1,0 +1,247 @@
+"""Reading and writing operands in the simulated memories, for every helper.
+
+Each helper receives the three arenas (HBM, SBUF, PSUM; flat uint8), its instruction's int
+and float rows, and the loop-variable vector ``L``. ``load_f32`` gathers an operand into a
+contiguous ``(P, N)`` float32 array (decoding bf16/fp8/fp16/ints), ``store_f32`` rounds and
+scatters one back. Engines compute in fp32, so almost every helper is
+load → arithmetic on (P, N) float32 → store.
+
+Everything here is valid both under Numba and as plain Python on numpy arrays, so the python
+backend runs the very same arithmetic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from nki.sim import numerics as nm
+from nki.sim.layout import NSLOTS, O_COEF, O_COUNT, O_DTYPE, O_OFF, O_SPACE, O_STRIDE
+
+# dtype codes (nki.ir.types); repeated as literals so numba sees compile-time constants
+F32, BF16, F16, TF32, E4M3, E5M2, E4M3FN = 0, 1, 2, 3, 4, 5, 6
+I8, I16, I32, U8, U16, U32, BOOL, E8M0 = 7, 8, 9, 10, 11, 12, 13, 14
+
+
+@njit(cache=True, nogil=True)
+def is_int_code(code):
+    return code >= I8 and code <= BOOL
+
+
+@njit(cache=True, nogil=True)
+def arena(H, S, PS, space):
+    """The flat byte arena of a space."""
+    if space == 0:
+        return H
+    if space == 1:
+        return S
+    return PS
+
+
+@njit(cache=True, nogil=True)
+def element_offset(irow, base, L):
+    """Constant + loop-dependent part of an operand's element offset."""
+    off = irow[base + O_OFF]
+    for k in range(NSLOTS):
+        c = irow[base + O_COEF + k]
+        if c != 0:
+            off += c * L[k]
+    return off
+
+
+@njit(cache=True, nogil=True)
+def shape_of(irow, base):
+    """(partitions, elements per partition) of an operand: dims 0-3 padded, dim 4 innermost.
+
+    The partition dim is the first dim whose count is not a padding 1, or the last dim."""
+    c = irow[base + O_COUNT:base + O_COUNT + 5]
+    n = c[0] * c[1] * c[2] * c[3] * c[4]
+    p = 1
+    for k in range(5):
+        if c[k] != 1 or k == 4:
+            p = c[k]
+            break
+    return p, n // p
+
+
+@njit(cache=True, nogil=True)
+def strided(typed, off, irow, base):
+    """A 5-D strided view of a typed arena for the operand at ``base``."""
+    c = irow[base + O_COUNT:base + O_COUNT + 5]
+    s = irow[base + O_STRIDE:base + O_STRIDE + 5]
+    isz = typed.itemsize
+    return np.lib.stride_tricks.as_strided(
+        typed[off:], shape=(c[0], c[1], c[2], c[3], c[4]),
+        strides=(s[0] * isz, s[1] * isz, s[2] * isz, s[3] * isz, s[4] * isz))
+
+
+@njit(cache=True, nogil=True)
+def gather(typed, off, irow, base, P, N):
+    """Contiguous (P, N) copy of an operand in its storage dtype."""
+    return strided(typed, off, irow, base).copy().reshape(P, N)
+
+
+@njit(cache=True, nogil=True)
+def scatter(typed, off, irow, base, values):
+    """Write a contiguous array (any shape with the operand's element count) to an operand."""
+    v = strided(typed, off, irow, base)
+    v[...] = values.reshape(v.shape)
+
+
+@njit(cache=True, nogil=True)
+def _load_float(mem, code, off, irow, base, P, N):
+    """Gather a float operand (any float code) as fp32."""
+    if code == BF16:
+        return nm.bf16_to_f32(gather(mem.view(np.uint16), off, irow, base, P, N).ravel()
+                              ).reshape(P, N)
+    if code == F16:
+        return nm.f16_to_f32(gather(mem.view(np.uint16), off, irow, base, P, N).ravel()
+                             ).reshape(P, N)
+    if code == E4M3 or code == E5M2 or code == E4M3FN or code == E8M0:
+        return nm.fp8_to_f32(gather(mem, off, irow, base, P, N).ravel(), code).reshape(P, N)
+    return gather(mem.view(np.float32), off, irow, base, P, N)
+
+
+@njit(cache=True, nogil=True)
+def _load_int(mem, code, off, irow, base, P, N):
+    """Gather an integer operand exactly as int64."""
+    if code == I8:
+        return gather(mem.view(np.int8), off, irow, base, P, N).astype(np.int64)
+    if code == I16:
+        return gather(mem.view(np.int16), off, irow, base, P, N).astype(np.int64)
+    if code == I32:
+        return gather(mem.view(np.int32), off, irow, base, P, N).astype(np.int64)
+    if code == U16:
+        return gather(mem.view(np.uint16), off, irow, base, P, N).astype(np.int64)
+    if code == U32:
+        return gather(mem.view(np.uint32), off, irow, base, P, N).astype(np.int64)
+    return gather(mem, off, irow, base, P, N).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def load_f32(H, S, PS, irow, base, L):
+    """Gather operand ``base`` and decode it to a (P, N) float32 array."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    code = irow[base + O_DTYPE]
+    off = element_offset(irow, base, L)
+    P, N = shape_of(irow, base)
+    if is_int_code(code):
+        return _load_int(mem, code, off, irow, base, P, N).astype(np.float32)
+    return _load_float(mem, code, off, irow, base, P, N)
+
+
+@njit(cache=True, nogil=True)
+def load_i64(H, S, PS, irow, base, L):
+    """Gather an operand as int64 (ints exactly; floats truncated toward zero)."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    code = irow[base + O_DTYPE]
+    off = element_offset(irow, base, L)
+    P, N = shape_of(irow, base)
+    if is_int_code(code):
+        return _load_int(mem, code, off, irow, base, P, N)
+    return _load_float(mem, code, off, irow, base, P, N).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def int_range(code):
+    """(lo, hi) of an integer dtype code."""
+    if code == I8:
+        return -128, 127
+    if code == I16:
+        return -32768, 32767
+    if code == I32:
+        return -2147483648, 2147483647
+    if code == U8 or code == BOOL:
+        return 0, 255
+    if code == U16:
+        return 0, 65535
+    return 0, 4294967295
+
+
+@njit(cache=True, nogil=True)
+def _store_float(mem, code, off, irow, base, flat):
+    """Round fp32 values to a float operand's format and scatter them."""
+    if code == TF32:
+        scatter(mem.view(np.float32), off, irow, base, nm.f32_to_tf32(flat))
+    elif code == BF16:
+        scatter(mem.view(np.uint16), off, irow, base, nm.f32_to_bf16(flat))
+    elif code == F16:
+        scatter(mem.view(np.uint16), off, irow, base, nm.f32_to_f16(flat))
+    elif code == E4M3 or code == E5M2 or code == E4M3FN or code == E8M0:
+        scatter(mem, off, irow, base, nm.f32_to_fp8(flat, code))
+    else:
+        scatter(mem.view(np.float32), off, irow, base, flat)
+
+
+@njit(cache=True, nogil=True)
+def _store_int(mem, code, off, irow, base, flat):
+    """Scatter int64 values to an integer operand, wrapping to its width."""
+    if code == I8:
+        scatter(mem.view(np.int8), off, irow, base, flat.astype(np.int8))
+    elif code == I16:
+        scatter(mem.view(np.int16), off, irow, base, flat.astype(np.int16))
+    elif code == I32:
+        scatter(mem.view(np.int32), off, irow, base, flat.astype(np.int32))
+    elif code == U16:
+        scatter(mem.view(np.uint16), off, irow, base, flat.astype(np.uint16))
+    elif code == U32:
+        scatter(mem.view(np.uint32), off, irow, base, flat.astype(np.uint32))
+    else:
+        scatter(mem, off, irow, base, flat.astype(np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def store_f32(H, S, PS, irow, base, L, values):
+    """Round fp32 ``values`` to the operand's dtype (RNE; ints saturate) and scatter."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    code = irow[base + O_DTYPE]
+    off = element_offset(irow, base, L)
+    flat = np.ascontiguousarray(values).ravel()
+    if is_int_code(code):
+        lo, hi = int_range(code)
+        _store_int(mem, code, off, irow, base, nm.f32_to_int(flat, lo, hi))
+    else:
+        _store_float(mem, code, off, irow, base, flat)
+
+
+@njit(cache=True, nogil=True)
+def store_i64(H, S, PS, irow, base, L, values):
+    """Scatter int64 ``values``: integer operands wrap to their width (bit operations),
+    float operands receive the values rounded to fp32 then to their format."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    code = irow[base + O_DTYPE]
+    off = element_offset(irow, base, L)
+    flat = np.ascontiguousarray(values).ravel()
+    if is_int_code(code):
+        _store_int(mem, code, off, irow, base, flat)
+    else:
+        _store_float(mem, code, off, irow, base, flat.astype(np.float32))
+
+
+@njit(cache=True, nogil=True)
+def copy_raw(H, S, PS, irow, dst, src, L):
+    """Bit-exact copy between operands of the same dtype width (DMA, same-dtype copies)."""
+    dmem = arena(H, S, PS, irow[dst + O_SPACE])
+    smem = arena(H, S, PS, irow[src + O_SPACE])
+    doff = element_offset(irow, dst, L)
+    soff = element_offset(irow, src, L)
+    code = irow[src + O_DTYPE]
+    P, N = shape_of(irow, src)
+    width = _width(code)
+    if width == 4:
+        scatter(dmem.view(np.uint32), doff, irow, dst,
+                gather(smem.view(np.uint32), soff, irow, src, P, N))
+    elif width == 2:
+        scatter(dmem.view(np.uint16), doff, irow, dst,
+                gather(smem.view(np.uint16), soff, irow, src, P, N))
+    else:
+        scatter(dmem, doff, irow, dst, gather(smem, soff, irow, src, P, N))
+
+
+@njit(cache=True, nogil=True)
+def _width(code):
+    if code == F32 or code == TF32 or code == I32 or code == U32 or code >= 15 and code <= 16:
+        return 4
+    if code == BF16 or code == F16 or code == I16 or code == U16 or code == 17:
+        return 2
+    return 1

@@ -1,0 +1,108 @@
+"""The helper registry: every simulator helper, by id, with its compiled C entry point.
+
+A helper is an ``@njit`` function ``helper(H, S, PS, irow, frow, L) -> int`` (0 = ok, else a
+fault code). Generated programs call helpers through their C addresses (``cfunc``), never by
+linking them in: Numba would otherwise inline every helper at every call site and a kernel of
+100 instructions would take a minute to compile instead of a fraction of a second.
+
+Helpers register with :func:`helper` next to their code; the ids follow import order, which
+``nki.sim.helpers`` fixes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import numpy as np
+from numba import types
+
+from nki.sim.layout import NF, ROW
+
+NLOOPVARS = 16  # L: loop slots, then scratch for dynamic registers
+
+_IMPLS: list[Callable] = []
+_NAMES: list[str] = []
+_CFUNCS: dict[int, object] = {}
+
+C_SIGNATURE = types.int64(
+    types.CPointer(types.uint8), types.int64,
+    types.CPointer(types.uint8), types.int64,
+    types.CPointer(types.uint8), types.int64,
+    types.CPointer(types.int64), types.CPointer(types.float64), types.CPointer(types.int64))
+
+
+def helper(fn: Callable) -> Callable:
+    """Register a compiled helper; returns it unchanged. Its id is ``helper_id(fn)``."""
+    _IMPLS.append(fn)
+    _NAMES.append(fn.__name__ if hasattr(fn, "__name__") else fn.py_func.__name__)
+    return fn
+
+
+def helper_id(fn: Callable) -> int:
+    return _IMPLS.index(fn)
+
+
+def helper_name(hid: int) -> str:
+    return _NAMES[hid]
+
+
+def python_impls() -> list[Callable]:
+    """The plain-Python bodies of the helpers, by id (the python backend's table)."""
+    return [getattr(f, "py_func", f) for f in _IMPLS]
+
+
+def _entry(hid: int):
+    """The C entry point of helper ``hid``, from a small generated module (one per helper, so
+    only the helpers a program uses are ever compiled).
+
+    The entry names its helper as a module global. A closure would be simpler, but Numba keys
+    a cached closure by a pickle of its cells, which for a dispatcher differs between
+    processes, so every process would recompile every entry (seconds each)."""
+    import hashlib
+    import importlib.util
+    import sys
+
+    from nki.sim.compile import source_dir
+
+    impl = _IMPLS[hid]
+    text = "\n".join([
+        "from numba import carray, cfunc",
+        "from nki.sim.helpers.registry import C_SIGNATURE",
+        f"from {impl.py_func.__module__} import {_NAMES[hid]} as impl",
+        "",
+        "",
+        "@cfunc(C_SIGNATURE, cache=True, nogil=True)",
+        "def entry(h, hn, s, sn, p, pn, ir, fr, lv):",
+        "    return impl(carray(h, (hn,)), carray(s, (sn,)), carray(p, (pn,)),",
+        f"                carray(ir, ({ROW},)), carray(fr, ({NF},)), carray(lv, ({NLOOPVARS},)))",
+        ""])
+    name = f"nki_entry_{_NAMES[hid]}_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    module = sys.modules.get(name)
+    if module is None:
+        path = os.path.join(source_dir(), name + ".py")
+        if not os.path.exists(path):
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module   # before exec: Numba records importable module names
+        spec.loader.exec_module(module)
+    return module.entry
+
+
+def addresses(used: set[int] | None = None) -> np.ndarray:
+    """C addresses of the helpers (compiling/loading only the ``used`` ones)."""
+    out = np.zeros(len(_IMPLS), np.int64)
+    for hid in range(len(_IMPLS)) if used is None else sorted(used):
+        cf = _CFUNCS.get(hid)
+        if cf is None:
+            cf = _CFUNCS[hid] = _entry(hid)
+        out[hid] = cf.address
+    return out
+
+
+def helper_count() -> int:
+    return len(_IMPLS)

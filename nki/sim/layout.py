@@ -1,0 +1,110 @@
+"""How instructions are laid out for the compiled helpers: one int64 row and one float64 row
+per instruction.
+
+Row layout (columns)::
+
+    0            helper id
+    1            opcode
+    2 .. 2+NI    integer attributes (enum values, counts, flags)
+    OPS ..       up to MAX_OPERANDS operand records, OPW columns each
+
+Operand record::
+
+    0  space (0 HBM, 1 SBUF, 2 PSUM)     1  dtype code
+    2  element offset (constant part)    3 .. 3+NSLOTS  offset coefficient of loop slot k
+    then 5 counts, then 5 strides (elements of the operand's dtype), outermost first
+
+The element offset addresses the arena viewed as the operand's storage dtype, so helpers
+never deal with bytes. Floating attributes (scales, immediates) go in the float row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nki.ir.affine import Affine
+from nki.ir.nodes import MAX_DIMS
+
+NSLOTS = 8
+NI = 16
+NF = 16
+MAX_OPERANDS = 6
+OPW = 3 + NSLOTS + 2 * MAX_DIMS
+OPS = 2 + NI
+ROW = OPS + MAX_OPERANDS * OPW
+
+SPACE_HBM, SPACE_SBUF, SPACE_PSUM = 0, 1, 2
+
+# Engine state that persists between instructions lives after the 128 PSUM partitions, in
+# the PSUM arena (byte offsets): the Scalar engine's 128 fp32 reduce registers (shared by
+# activation/activation_reduce) and the Vector engine's 128 fp32 accumulators.
+REGS_BYTES = 4096
+
+
+# offsets inside an operand record
+O_SPACE, O_DTYPE, O_OFF, O_COEF = 0, 1, 2, 3
+O_COUNT = 3 + NSLOTS
+O_STRIDE = O_COUNT + MAX_DIMS
+
+# helpers find them from the end of the PSUM arena: fp32 element index of register 0
+SCALAR_ACC_FROM_END = REGS_BYTES // 4          # PS.view(f32)[-SCALAR_ACC_FROM_END:][:128]
+VECTOR_ACC_FROM_END = (REGS_BYTES - 512) // 4  # PS.view(f32)[-VECTOR_ACC_FROM_END:][:128]
+
+
+def operand_base(index: int) -> int:
+    """First column of operand ``index`` in an instruction row."""
+    return OPS + index * OPW
+
+
+class PhysOperand:
+    """A fully placed operand: space, dtype code, affine element offset, five dims."""
+
+    __slots__ = ("space", "code", "offset", "dims")
+
+    def __init__(self, space: int, code: int, offset: Affine, dims):
+        self.space, self.code, self.offset = space, code, offset
+        pad = MAX_DIMS - len(dims)
+        self.dims = ((0, 1),) * pad + tuple(dims)
+
+    def key(self) -> tuple:
+        return (self.space, self.code, self.offset, self.dims)
+
+
+class RowWriter:
+    """Fills one instruction's int and float rows; emitters call it in operand order."""
+
+    def __init__(self, helper_id: int, opcode: int):
+        self.irow = np.zeros(ROW, np.int64)
+        self.frow = np.zeros(NF, np.float64)
+        self.irow[0] = helper_id
+        self.irow[1] = opcode
+        self._n_ops = 0
+
+    def ints(self, *values: int) -> RowWriter:
+        if len(values) > NI:
+            raise ValueError("too many integer attributes")
+        self.irow[2:2 + len(values)] = values
+        return self
+
+    def floats(self, *values: float) -> RowWriter:
+        self.frow[:len(values)] = values
+        return self
+
+    def operand(self, op: PhysOperand | None) -> RowWriter:
+        """Append an operand record (``None`` leaves an empty record, space -1)."""
+        b = operand_base(self._n_ops)
+        self._n_ops += 1
+        if op is None:
+            self.irow[b + O_SPACE] = -1
+            return self
+        self.irow[b + O_SPACE] = op.space
+        self.irow[b + O_DTYPE] = op.code
+        self.irow[b + O_OFF] = op.offset.const
+        for slot, coef in op.offset.terms:
+            if slot >= NSLOTS:
+                raise ValueError(f"loop nest deeper than {NSLOTS}")
+            self.irow[b + O_COEF + slot] = coef
+        for k, (stride, count) in enumerate(op.dims):
+            self.irow[b + O_COUNT + k] = count
+            self.irow[b + O_STRIDE + k] = stride
+        return self

@@ -1,0 +1,105 @@
+"""Running compiled programs: memories, helper addresses, LNC threads, faults.
+
+HBM is one flat byte arena shared by the cores of a launch; each core has its own SBUF and
+PSUM arenas of the target's real size (rows of ``bytes_per_partition``). Fresh on-chip memory
+is filled with 0xFF bytes, a NaN in every float format, so reading never-written memory shows.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from nki.errors import NkiRuntimeError, fail
+from nki.ir.target import Target
+from nki.sim.codegen import Generated
+from nki.sim.helpers.registry import NLOOPVARS, addresses, python_impls
+from nki.sim.layout import REGS_BYTES
+
+_FAULTS = {1: "a dynamic access is out of bounds"}
+
+
+def _python_runner():
+    impls = python_impls()
+
+    def run_instr_py(ADDR, H, S, PS, IT, FT, k, L):
+        return impls[IT[k, 0]](H, S, PS, IT[k], FT[k], L)
+
+    return run_instr_py
+
+
+@dataclass
+class Executable:
+    """One core's program, ready to run with either backend."""
+
+    generated: Generated
+    backend: str
+    fn: object = None
+    addr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+
+    def prepare(self) -> None:
+        if self.fn is not None:
+            return
+        _ensure_runtime()
+        g = self.generated
+        if self.backend == "python":
+            ns = {"run_instr": _python_runner()}
+            exec(compile(g.source, f"<nki:{g.name}>", "exec"), ns)
+            self.fn = ns[g.name]
+        else:
+            from nki.sim.compile import compile_source
+
+            self.fn = compile_source(g.name, g.source)
+            self.addr = addresses(g.helpers_used)
+
+
+def on_chip_arenas(target: Target) -> tuple[np.ndarray, np.ndarray]:
+    sbuf = np.full(target.sbuf_partitions * target.sbuf_bytes_per_partition, 0xFF, np.uint8)
+    psum = np.full(target.sbuf_partitions * target.psum_bytes_per_partition + REGS_BYTES, 0xFF,
+                   np.uint8)
+    psum[-REGS_BYTES:] = 0  # engine accumulator registers start at zero
+    return sbuf, psum
+
+
+def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, core: int):
+    try:
+        sbuf, psum = on_chip_arenas(target)
+        loopvars = np.zeros(NLOOPVARS, np.int64)
+        g = exe.generated
+        status = exe.fn(exe.addr, hbm, sbuf, psum, g.int_table, g.float_table, loopvars)
+        if status >= 0:
+            code = int(loopvars[NLOOPVARS - 1]) or 1
+            errors.append(fail("nki_runtime_out_of_bounds",
+                               f"core {core}: {_FAULTS.get(code, 'fault')} in "
+                               f"{g.origins[status]}", g.locs[status], NkiRuntimeError))
+    except Exception as e:  # re-raised on the calling thread
+        errors.append(e)
+
+
+def run_cores(exes: list[Executable], hbm: np.ndarray, target: Target) -> None:
+    """Run one program per core over a shared HBM; cores run concurrently (nogil code)."""
+    for exe in exes:
+        exe.prepare()
+    errors: list = []
+    if len(exes) == 1:
+        _run_core(exes[0], hbm, target, errors, 0)
+    else:
+        threads = [threading.Thread(target=_run_core, args=(e, hbm, target, errors, i))
+                   for i, e in enumerate(exes)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+
+
+@njit(cache=True, nogil=True)
+def _ensure_runtime():
+    """Helpers allocate through Numba's runtime (NRT), which Numba sets up only when it
+    compiles or loads a dispatcher; helpers reached through C pointers from cached programs
+    bypass that, so run one allocating dispatcher first."""
+    return np.empty(1, np.float32).size

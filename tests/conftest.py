@@ -1,0 +1,34 @@
+"""Shared fixtures: every op test runs under both execution backends."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+BACKENDS = ("numba", "python")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    """The execution backend; op tests are parametrised over both."""
+    return request.param
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
+
+
+def run_both(kernel_fn, *args, **kwargs):
+    """Run a kernel function with both backends; assert bit-identical results; return them."""
+    import nki
+
+    outs = [nki.jit(kernel_fn, backend=b)(*args, **kwargs) for b in BACKENDS]
+    a, b = (o if isinstance(o, tuple) else (o,) for o in outs)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(x).view(np.uint8), np.asarray(y).view(np.uint8))
+    return outs[0]
