@@ -6,8 +6,13 @@
     def kernel(x): ...
 """
 
-from nki.errors import (NkiCapacityError, NkiError, NkiRuntimeError, NkiUnsupportedError,
-                        NkiValidationError)
+from nki.errors import (
+                        NkiCapacityError,
+                        NkiError,
+                        NkiRuntimeError,
+                        NkiUnsupportedError,
+                        NkiValidationError,
+)
 from nki.jit.kernel import Kernel, jit, simulate, simulate_kernel
 
 __version__ = "0.1.0"

@@ -2,7 +2,7 @@
 
 | variable | meaning | default |
 |---|---|---|
-| ``NEURON_PLATFORM_TARGET_OVERRIDE`` | target generation (trn1/inf2/gen2, trn2/gen3, trn3/gen4) | trn3 |
+| ``NEURON_PLATFORM_TARGET_OVERRIDE`` | trn1/inf2/gen2, trn2/gen3, trn3/gen4 | trn3 |
 | ``NKI_PRECISE_FP`` | 1: bf16/fp8 tiles hold exact low-precision bits; 0: keep them in fp32 | 1 |
 | ``NKI_BACKEND`` | ``numba`` or ``python`` | numba |
 | ``NKI_CACHE_DIR`` | where compiled programs are cached | ``~/.cache/nki`` |

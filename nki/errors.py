@@ -42,7 +42,8 @@ class SourceLoc:
 # code -> the rule, in words. Codes from AWS's manual first, then ours.
 CATALOG: dict[str, str] = {
     # --- NKI's own codes ---
-    "err_1d_arange_not_supported": "indexing with a 1-D nl.arange is not supported; add a None axis",
+    "err_1d_arange_not_supported": "indexing with a 1-D nl.arange is not supported; "
+    "add a None axis",
     "err_activation_bias_invalid_type": "activation bias must be a [P,1] vector of a float type",
     "err_activation_scale_invalid_type": "activation scale must be an fp32 scalar or fp32 vector",
     "err_activation_scale_scalar_or_vector": "activation scale must be a scalar or a [P,1] vector",
@@ -63,7 +64,8 @@ CATALOG: dict[str, str] = {
     "tensor must be the partition dimension",
     "err_local_variable_used_out_of_scope": "a tensor defined in a block is used outside it",
     "err_mutable_parameter_not_returned": "a mutable parameter must be returned",
-    "err_nested_kernel_with_spmd_grid": "a kernel with a launch grid cannot be called from a kernel",
+    "err_nested_kernel_with_spmd_grid":
+        "a kernel with a launch grid cannot be called from a kernel",
     "err_nki_api_outside_of_nki_kernel": "NKI APIs can only be used inside an @nki.jit kernel",
     "err_num_partition_exceed_arch_limit": "the partition dimension exceeds the architecture limit",
     "err_num_partition_mismatch": "operands must have the same number of partitions",

@@ -3,7 +3,11 @@
 from nki.ir.ops import Engine as engine
 from nki.ir.ops import ReduceCmd as reduce_cmd
 from nki.ir.target import TARGETS as _TARGETS
+from nki.lang.activation import *  # noqa: F403
 from nki.lang.dma import dma_copy
+from nki.lang.matmul import *  # noqa: F403
+from nki.lang.reduce import *  # noqa: F403
+from nki.lang.select import *  # noqa: F403
 from nki.lang.tracer import active as _active
 from nki.lang.vector import memset, reciprocal, tensor_copy, tensor_scalar, tensor_tensor
 

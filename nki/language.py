@@ -1,24 +1,60 @@
 """``nki.language`` (``nl``): the public language namespace of the current NKI dialect."""
 
-from nki.ir.types import (BFLOAT16 as bfloat16, BOOL as bool_, FLOAT8_E4M3 as float8_e4m3,
-                          FLOAT8_E4M3FN as float8_e4m3fn,
-                          FLOAT8_E4M3FN_X4 as float8_e4m3fn_x4, FLOAT8_E5M2 as float8_e5m2,
-                          FLOAT8_E5M2_X4 as float8_e5m2_x4, FLOAT8_E8M0FNU as float8_e8m0fnu,
-                          FLOAT4_E2M1FN_X4 as float4_e2m1fn_x4, FLOAT16 as float16,
-                          FLOAT32 as float32, INT8 as int8, INT16 as int16, INT32 as int32,
-                          TFLOAT32 as tfloat32, UINT8 as uint8, UINT16 as uint16,
-                          UINT32 as uint32, Memory)
-from nki.lang.creation import (empty_like, full, hbm, ndarray, ones, private_hbm, psum,
-                               sbuf, shared_constant, shared_hbm, shared_identity_matrix,
-                               zeros, zeros_like)
+from nki.ir.types import BFLOAT16 as bfloat16
+from nki.ir.types import BOOL as bool_
+from nki.ir.types import FLOAT4_E2M1FN_X4 as float4_e2m1fn_x4
+from nki.ir.types import FLOAT8_E4M3 as float8_e4m3
+from nki.ir.types import FLOAT8_E4M3FN as float8_e4m3fn
+from nki.ir.types import FLOAT8_E4M3FN_X4 as float8_e4m3fn_x4
+from nki.ir.types import FLOAT8_E5M2 as float8_e5m2
+from nki.ir.types import FLOAT8_E5M2_X4 as float8_e5m2_x4
+from nki.ir.types import FLOAT8_E8M0FNU as float8_e8m0fnu
+from nki.ir.types import FLOAT16 as float16
+from nki.ir.types import FLOAT32 as float32
+from nki.ir.types import INT8 as int8
+from nki.ir.types import INT16 as int16
+from nki.ir.types import INT32 as int32
+from nki.ir.types import TFLOAT32 as tfloat32
+from nki.ir.types import UINT8 as uint8
+from nki.ir.types import UINT16 as uint16
+from nki.ir.types import UINT32 as uint32
+from nki.ir.types import Memory
+from nki.lang.creation import (
+    empty_like,
+    full,
+    hbm,
+    ndarray,
+    ones,
+    private_hbm,
+    psum,
+    sbuf,
+    shared_constant,
+    shared_hbm,
+    shared_identity_matrix,
+    zeros,
+    zeros_like,
+)
 from nki.lang.dma import load, store
-from nki.lang.iterators import (affine_range, ds, num_programs, program_id, program_ndim,
-                                sequential_range, static_range)
+from nki.lang.iterators import (
+    affine_range,
+    ds,
+    num_programs,
+    program_id,
+    program_ndim,
+    sequential_range,
+    static_range,
+)
 from nki.lang.math import OPERATORS as _OPERATORS
+from nki.lang.matmul import NL_EXPORTS as _MATMUL_NL
+from nki.lang.reduce import NL_EXPORTS as _REDUCE_NL
+from nki.lang.select import NL_EXPORTS as _SELECT_NL
 from nki.lang.tensor import NkiTensor
 from nki.lang.tile_size import tile_size
 
 globals().update(_OPERATORS)
+globals().update(_MATMUL_NL)
+globals().update(_REDUCE_NL)
+globals().update(_SELECT_NL)
 
 MemoryRegion = Memory
 
@@ -43,4 +79,5 @@ class NKIObject:
     """Base class for user classes passed into kernels (dataclass-like meta-values)."""
 
 
-__all__ = [n for n in dir() if not n.startswith("_")] + list(_OPERATORS)
+__all__ = ([n for n in dir() if not n.startswith("_")] + list(_OPERATORS) + list(_MATMUL_NL)
+           + list(_REDUCE_NL) + list(_SELECT_NL))

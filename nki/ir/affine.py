@@ -7,8 +7,8 @@ rerolled new-dialect loops produce and what legacy ``affine_range`` indices are.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 
 @dataclass(frozen=True)

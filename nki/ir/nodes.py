@@ -8,8 +8,9 @@ without re-deriving anything; HBM tensors are linear.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Union
+from typing import Any, Union
 
 from nki.errors import SourceLoc
 from nki.ir.affine import Affine

@@ -12,6 +12,7 @@ from nki.errors import NkiValidationError, fail
 from nki.ir.printer import format_program
 from nki.ir.target import get_target
 from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
+from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
 from nki.jit.specialize import CoreProgram, specialize_core
 from nki.lang.tracer import user_loc
 from nki.sim.runtime import Executable, run_cores
@@ -95,16 +96,24 @@ class Kernel:
 
     def _specialize(self, args, kwargs, tensor_args) -> Specialization:
         settings = self.settings()
-        key = (tuple(signature_of(a) for a in args),
-               tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())),
-               self._lnc, settings)
+        signature = (tuple(signature_of(a) for a in args),
+                     tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())))
+        key = (signature, self._lnc, settings)
         spec = self._cache.get(key)
+        if spec is not None:
+            return spec
+        disk = ProgramCache(settings.cache_dir) if settings.cache else None
+        disk_key = spec_key(self.fn, signature, self._lnc, settings) if disk else ""
+        spec = disk.load(disk_key) if disk else None
         if spec is None:
             target = get_target(settings.target)
-            cores = [specialize_core(self.fn, args, kwargs, tensor_args, target, c, self._lnc,
-                                     settings) for c in range(self._lnc)]
+            with DependencyRecorder() as deps:
+                cores = [specialize_core(self.fn, args, kwargs, tensor_args, target, c,
+                                         self._lnc, settings) for c in range(self._lnc)]
             spec = Specialization(cores, settings)
-            self._cache[key] = spec
+            if disk:
+                disk.store(disk_key, spec, deps.snapshot())
+        self._cache[key] = spec
         return spec
 
     def __call__(self, *args, **kwargs):

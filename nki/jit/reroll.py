@@ -19,7 +19,7 @@ from nki.ir.affine import Affine
 from nki.ir.nodes import Instr, Loop, Placed, Program, RecordedLoop, Stmt
 
 
-class _NoFold(Exception):
+class _NoFoldError(Exception):
     pass
 
 
@@ -30,20 +30,20 @@ def _progression(values: list[Affine], slot: int) -> Affine:
         return first
     step = values[1] - first
     if not step.is_const:
-        raise _NoFold
+        raise _NoFoldError
     for t, v in enumerate(values):
         if v != first + step * t:
-            raise _NoFold
+            raise _NoFoldError
     return first + Affine.var(slot, step.const)
 
 
 def _unify_operand(ops: list, slot: int):
     first = ops[0]
     if not isinstance(first, Placed):
-        raise _NoFold
+        raise _NoFoldError
     for o in ops[1:]:
         if not first.same_form(o):
-            raise _NoFold
+            raise _NoFoldError
     return replace(first, offset=_progression([o.offset for o in ops], slot))
 
 
@@ -52,14 +52,14 @@ def _unify_instr(instrs: list[Instr], slot: int) -> Instr:
     for x in instrs[1:]:
         if (x.opcode != first.opcode or x.attrs != first.attrs or len(x.writes) !=
                 len(first.writes) or len(x.reads) != len(first.reads)):
-            raise _NoFold
+            raise _NoFoldError
 
     def group(field):
         rows = [getattr(x, field) for x in instrs]
         out = []
         for j, (role, _) in enumerate(rows[0]):
             if any(r[j][0] != role for r in rows):
-                raise _NoFold
+                raise _NoFoldError
             out.append((role, _unify_operand([r[j][1] for r in rows], slot)))
         return tuple(out)
 
@@ -70,22 +70,53 @@ def _unify(stmts: list[Stmt], slot: int) -> Stmt:
     first = stmts[0]
     if isinstance(first, Instr):
         if not all(isinstance(s, Instr) for s in stmts):
-            raise _NoFold
+            raise _NoFoldError
         return _unify_instr(stmts, slot)
     if isinstance(first, Loop):
         if not all(isinstance(s, Loop) and s.slot == first.slot and
                    len(s.body) == len(first.body) for s in stmts):
-            raise _NoFold
+            raise _NoFoldError
+        stmts = _adopt_steps(stmts)
+        first = stmts[0]
         trip = _progression([s.trip for s in stmts], slot)
         body = tuple(_unify([s.body[j] for s in stmts], slot) for j in range(len(first.body)))
         return replace(first, trip=trip, body=body)
-    raise _NoFold
+    raise _NoFoldError
+
+
+def _adopt_steps(loops: list[Loop]) -> list[Loop]:
+    """A one-trip loop has no step to read off its offsets (its variable is always 0); give
+    it the steps of a sibling with more trips so the instances compare equal (a triangular
+    nest's first row has one inner iteration)."""
+    ref = next((lp for lp in loops if not (lp.trip.is_const and lp.trip.const <= 1)), None)
+    if ref is None:
+        return loops
+    return [_with_steps(lp, ref) if lp.trip.is_const and lp.trip.const == 1 else lp
+            for lp in loops]
+
+
+def _with_steps(loop: Loop, ref: Loop) -> Loop:
+    def fix_op(op, ref_op):
+        if not isinstance(op, Placed) or op.offset.coef(loop.slot) or \
+                not ref_op.offset.coef(loop.slot):
+            return op
+        return replace(op, offset=op.offset + Affine.var(loop.slot, ref_op.offset.coef(loop.slot)))
+
+    body = []
+    for s, r in zip(loop.body, ref.body):
+        if isinstance(s, Instr) and isinstance(r, Instr) and len(s.writes) == len(r.writes) \
+                and len(s.reads) == len(r.reads):
+            s = replace(s, writes=tuple((k, fix_op(a, b[1])) for (k, a), b in
+                                        zip(s.writes, r.writes)),
+                        reads=tuple((k, fix_op(a, b[1])) for (k, a), b in zip(s.reads, r.reads)))
+        body.append(s)
+    return replace(loop, body=tuple(body))
 
 
 def _make_loop(iters: list[list[Stmt]], slot: int, rec: RecordedLoop) -> Loop:
     length = len(iters[0])
     if any(len(it) != length for it in iters):
-        raise _NoFold
+        raise _NoFoldError
     body = tuple(_unify([it[j] for it in iters], slot) for j in range(length))
     return Loop(slot, Affine(len(iters)), body, rec.kind, rec.loc)
 
@@ -101,7 +132,7 @@ def _fold(rec: RecordedLoop, slot: int) -> list[Stmt]:
     for lo, hi in plans:
         try:
             loop = _make_loop(iters[lo:hi], slot, rec)
-        except _NoFold:
+        except _NoFoldError:
             continue
         out: list[Stmt] = [s for it in iters[:lo] for s in it]
         out.append(loop)

@@ -7,7 +7,8 @@ import inspect
 from dataclasses import dataclass, replace
 
 from nki.errors import fail
-from nki.ir.nodes import Program, count_instrs, walk
+from nki.ir.nodes import Access, Instr, Program, RecordedLoop, count_instrs, walk
+from nki.ir.ops import Opcode
 from nki.ir.printer import format_program
 from nki.ir.target import Target
 from nki.ir.types import Memory
@@ -80,9 +81,42 @@ def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int, lnc: in
             decl = trace.tensors[oid]
             raise fail("err_tensor_output_not_written_to",
                        f"kernel output {decl.name!r} is never written", decl.loc)
+    body = trace.body
+    if trace.uninit_reads:
+        body = insert_fresh_fills(body, set(trace.uninit_reads), trace.tensors)
     program = Program(fn.__name__, tuple(trace.tensors.values()), tuple(in_ids),
-                      tuple(out_ids), tuple(trace.body), target.name, core, lnc)
+                      tuple(out_ids), tuple(body), target.name, core, lnc)
     return program, trace, in_ids, out_ids
+
+
+def insert_fresh_fills(body: list, fresh: set[int], tensors: dict) -> list:
+    """Before the first use of each tensor that is read before written, fill it with the
+    NaN/4 sentinel a fresh tile holds (only such tensors pay for it)."""
+    pending = set(fresh)
+
+    def visit(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, RecordedLoop):
+                out.append(RecordedLoop(s.kind, s.loc, [visit(it) for it in s.iterations],
+                                        s.tensors))
+                continue
+            for _, acc, _ in s.accesses():
+                if acc.tensor in pending:
+                    pending.discard(acc.tensor)
+                    out.append(Instr(Opcode.FILL_UNINIT, (("dst", whole(tensors[acc.tensor])),),
+                                     (), (), tensors[acc.tensor].loc))
+            out.append(s)
+        return out
+
+    return visit(body)
+
+
+def whole(decl) -> Access:
+    """An Access covering a whole tensor in its own dtype."""
+    from nki.lang.tensor import NkiTensor
+
+    return NkiTensor(decl).access()
 
 
 def run_passes(program: Program, target: Target) -> Program:

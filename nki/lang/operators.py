@@ -7,7 +7,7 @@ pass — to the IR's :class:`Alu` and :class:`Act` enums.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -7,7 +7,7 @@ triple. On chip, dim 0 is the partition dim, counted in partitions; the other di
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from nki.ir.affine import Affine
 from nki.ir.nodes import MAX_DIMS, Access, TensorDecl

@@ -8,8 +8,8 @@ family's semantics (the oracle the tests and the fuzzer compare against). They r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from nki.ir.ops import Opcode
 

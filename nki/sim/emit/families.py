@@ -1,3 +1,3 @@
 """Imports every emitter family so they register (the one list of families)."""
 
-from nki.sim.emit import dma, vector  # noqa: F401
+from nki.sim.emit import activation, dma, matmul, reduce, select, vector  # noqa: F401

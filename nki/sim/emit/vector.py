@@ -10,8 +10,7 @@ from numba import njit
 from nki.ir.ops import Opcode
 from nki.sim.emit import emitter
 from nki.sim.helpers import alu
-from nki.sim.helpers.memory import (copy_raw, load_f32, load_i64, shape_of, store_f32,
-                                    store_i64)
+from nki.sim.helpers.memory import copy_raw, load_f32, load_i64, shape_of, store_f32, store_i64
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import O_DTYPE, operand_base
 
@@ -167,3 +166,20 @@ def encode_memset(ins, w, ops):
 @emitter(Opcode.RECIPROCAL, reciprocal)
 def encode_reciprocal(ins, w, ops):
     w.operand(ops["dst"]).operand(ops["data"])
+
+
+@helper
+@njit(cache=True, nogil=True)
+def fill_uninit(H, S, PS, irow, frow, L):
+    """Give a fresh tile the contents AWS's simulator gives it: NaN for floats, 4 for ints."""
+    P, N = shape_of(irow, OP0)
+    if irow[2] == 1:
+        store_i64(H, S, PS, irow, OP0, L, np.full((P, N), 4, np.int64))
+    else:
+        store_f32(H, S, PS, irow, OP0, L, np.full((P, N), np.nan, np.float32))
+    return 0
+
+
+@emitter(Opcode.FILL_UNINIT, fill_uninit)
+def encode_fill_uninit(ins, w, ops):
+    w.ints(int(ops["dst"].code in range(7, 14))).operand(ops["dst"])

@@ -12,7 +12,7 @@ Helpers register with :func:`helper` next to their code; the ids follow import o
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from numba import types

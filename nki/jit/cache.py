@@ -1,0 +1,204 @@
+"""The on-disk program cache: a warm call in a new process loads, it does not trace.
+
+Key: the kernel's code, argument shapes/dtypes/constants, launch, settings and a digest of
+nki's own sources. The key cannot see what else the trace depended on (helper functions the
+kernel called, module globals it read), so a trace records those dependencies and every load
+re-checks them; a changed dependency makes the entry stale and it is rebuilt.
+
+Safety: entries are written to a temporary file and renamed (atomic on POSIX), so concurrent
+processes never see half an entry; an unreadable entry is treated as missing and rewritten;
+the directory is created private (0700) and is not used if another user could write to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import stat
+import sys
+import types
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+_NKI_ROOT = Path(__file__).resolve().parent.parent
+_FORMAT = 1
+_DIGEST: str | None = None
+
+
+def nki_digest() -> str:
+    """Hash of nki's own source files (any change to nki invalidates every entry)."""
+    global _DIGEST
+    if _DIGEST is None:
+        h = hashlib.sha256(str(_FORMAT).encode())
+        for path in sorted(_NKI_ROOT.rglob("*.py")):
+            h.update(str(path.relative_to(_NKI_ROOT)).encode())
+            h.update(path.read_bytes())
+        _DIGEST = h.hexdigest()
+    return _DIGEST
+
+
+def code_hash(code: types.CodeType) -> str:
+    """Hash of a code object including nested code (lambdas, inner functions)."""
+    h = hashlib.sha256()
+    _feed_code(h, code)
+    return h.hexdigest()
+
+
+def _feed_code(h, code: types.CodeType) -> None:
+    h.update(code.co_code)
+    h.update(repr(code.co_names).encode())
+    h.update(repr(code.co_varnames).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _feed_code(h, c)
+        else:
+            h.update(repr(c).encode())
+
+
+def value_hash(value) -> str | None:
+    """A stable hash of a global's value, or None when it cannot matter or cannot be hashed
+    (modules; functions are tracked by their code when they run)."""
+    if isinstance(value, (types.ModuleType, type)):
+        return None
+    if isinstance(value, types.FunctionType):
+        return "code:" + code_hash(value.__code__)
+    if isinstance(value, np.ndarray):
+        return "nd:" + hashlib.sha256(np.ascontiguousarray(value).tobytes() +
+                                      repr((value.shape, str(value.dtype))).encode()).hexdigest()
+    if isinstance(value, (int, float, str, bytes, bool, type(None), tuple, frozenset)):
+        return "v:" + hashlib.sha256(repr(value).encode()).hexdigest()
+    return None
+
+
+class DependencyRecorder:
+    """Records, while a kernel traces, every user function that runs and the module globals
+    it can read (via ``sys.setprofile``; nki's and the standard library's own calls are
+    skipped)."""
+
+    def __init__(self):
+        self.functions: dict[tuple[str, str], str] = {}
+        self.globals: dict[tuple[str, str], str | None] = {}
+        self._seen: set[int] = set()
+        self._previous = None
+
+    def __enter__(self) -> DependencyRecorder:
+        self._previous = sys.getprofile()
+        sys.setprofile(self._on_event)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(self._previous)
+
+    def _on_event(self, frame, event, arg) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        if id(code) in self._seen:
+            return
+        self._seen.add(id(code))
+        fname = code.co_filename
+        if fname.startswith(str(_NKI_ROOT)) or "site-packages" in fname or \
+                fname.startswith(sys.prefix) or fname.startswith("<"):
+            return
+        module = frame.f_globals.get("__name__", "")
+        qual = getattr(code, "co_qualname", code.co_name)
+        self.functions[(module, qual)] = code_hash(code)
+        for name in code.co_names:
+            if name in frame.f_globals:
+                self.globals[(module, name)] = value_hash(frame.f_globals[name])
+
+    def snapshot(self) -> dict:
+        return {"functions": dict(self.functions), "globals": dict(self.globals)}
+
+
+def _resolve(module: str, qual: str):
+    mod = sys.modules.get(module)
+    if mod is None:
+        return None
+    obj = mod
+    for part in qual.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def dependencies_hold(deps: dict) -> bool:
+    """Re-check a recorded trace's dependencies against the running process."""
+    for (module, qual), h in deps["functions"].items():
+        if "<locals>" in qual or "<lambda>" in qual:
+            continue  # nested code is hashed inside its enclosing function
+        obj = _resolve(module, qual)
+        obj = getattr(obj, "__wrapped__", obj)
+        code = getattr(obj, "__code__", None)
+        if code is None or code_hash(code) != h:
+            return False
+    for (module, name), h in deps["globals"].items():
+        mod = sys.modules.get(module)
+        if mod is None or (h is not None and value_hash(mod.__dict__.get(name)) != h):
+            return False
+    return True
+
+
+class ProgramCache:
+    """Entries ``<dir>/specs/<key>.pkl`` holding a pickled specialization + its dependencies."""
+
+    def __init__(self, directory: str):
+        self.dir = Path(directory) / "specs"
+        self.usable = self._prepare()
+
+    def _prepare(self) -> bool:
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = self.dir.stat()
+        except OSError:
+            return False
+        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            warnings.warn(f"nki: not using program cache {self.dir}: it is writable by other "
+                          "users or not owned by you", stacklevel=3)
+            return False
+        return True
+
+    def path(self, key: str) -> Path:
+        return self.dir / f"{key}.pkl"
+
+    def load(self, key: str):
+        """The cached value, or None if missing, corrupt or stale."""
+        if not self.usable:
+            return None
+        try:
+            with open(self.path(key), "rb") as f:
+                entry = pickle.load(f)
+        except FileNotFoundError:
+            return None
+        except Exception:  # corrupt or from an incompatible version: rebuild it
+            return None
+        if entry.get("format") != _FORMAT or not dependencies_hold(entry["deps"]):
+            return None
+        return entry["value"]
+
+    def store(self, key: str, value, deps: dict) -> None:
+        if not self.usable:
+            return
+        tmp = self.dir / f".{key}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                pickle.dump({"format": _FORMAT, "deps": deps, "value": value}, f,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.path(key))
+        except Exception:
+            tmp.unlink(missing_ok=True)
+
+
+def spec_key(fn, arg_signature: tuple, lnc: int, settings) -> str:
+    h = hashlib.sha256()
+    for part in (nki_digest(), fn.__module__, fn.__qualname__, code_hash(fn.__code__),
+                 repr(arg_signature), str(lnc), repr(settings)):
+        h.update(part.encode())
+        h.update(b"\0")
+    for cell in fn.__closure__ or ():
+        h.update(str(value_hash(cell.cell_contents)).encode())
+    return h.hexdigest()[:40]

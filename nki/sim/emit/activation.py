@@ -1,0 +1,224 @@
+"""Scalar-engine activation family: ``activation`` and ``activation_reduce`` (one opcode).
+
+``dst = op(data * scale + bias)`` in fp32; transcendental functions come from
+``nki.sim.transcend`` (vectorised, identical bits compiled and interpreted). The optional
+free-dim sum updates the Scalar engine's 128 fp32 reduce registers, which live after the PSUM
+partitions (``layout.SCALAR_ACC_FROM_END``) and persist across the instructions of a run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from nki.ir.ops import Act, Opcode, ReduceCmd
+from nki.sim import transcend as tr
+from nki.sim.emit import emitter
+from nki.sim.helpers.memory import element_offset, load_f32, store_f32
+from nki.sim.helpers.registry import helper
+from nki.sim.layout import SCALAR_ACC_FROM_END, operand_base
+
+DST, DATA, BIAS, SCALE, RES = (operand_base(i) for i in range(5))
+
+# Act codes, repeated as literals so Numba folds the branches (checked against the enum below)
+(COPY, EXP, LOG, SIN, COS, TAN, ARCTAN, TANH, SIGMOID, RELU, GELU, GELU_DX, GELU_TANH,
+ GELU_SIG, GELU_SIG_DX, SILU, SILU_DX, ERF, ERF_DX, SOFTPLUS, MISH, SQUARE, SQRT, RSQRT,
+ RECIPROCAL, SIGN, ABS, NEGATIVE, FLOOR, CEIL, TRUNC) = range(31)
+assert [a.value for a in Act][:31] == list(range(31)) and Act.trunc.value == TRUNC
+RESET, REDUCE, RESET_REDUCE = int(ReduceCmd.reset), int(ReduceCmd.reduce), \
+    int(ReduceCmd.reset_reduce)
+
+
+@njit(cache=True, nogil=True)
+def _elementary(code, z):
+    """The functions that are exact (or correctly rounded) in plain fp32 arithmetic.
+
+    Written so numpy and Numba agree on signed zeros and NaN (their ``np.sign`` and
+    ``np.maximum`` differ on -0): relu and sign propagate NaN, relu(-0) = sign(+-0) = +0."""
+    if code == RELU:
+        return np.where(z > np.float32(0.0), z, np.where(z == z, np.zeros_like(z), z))
+    if code == SIGN:
+        s = (z > np.float32(0.0)).astype(np.float32) - (z < np.float32(0.0)).astype(np.float32)
+        return np.where(z == z, s, z)
+    if code == SQUARE:
+        return z * z
+    if code == SQRT:
+        return np.sqrt(z)
+    if code == ABS:
+        return np.abs(z)
+    if code == NEGATIVE:
+        return -z
+    if code == FLOOR:
+        return np.floor(z)
+    if code == CEIL:
+        return np.ceil(z)
+    if code == TRUNC:
+        return np.trunc(z)
+    return z.copy()  # copy (identity)
+
+
+@njit(cache=True, nogil=True)
+def apply_act(code, z):
+    """``op(z)`` for an ``Act`` code on a float32 array; returns a new float32 array."""
+    if code == EXP:
+        return tr.exp(z)
+    if code == LOG:
+        return tr.log(z)
+    if code == SIN:
+        return tr.sin(z)
+    if code == COS:
+        return tr.cos(z)
+    if code == TAN:
+        return tr.tan(z)
+    if code == ARCTAN:
+        return tr.arctan(z)
+    if code == TANH:
+        return tr.tanh(z)
+    if code == SIGMOID:
+        return tr.sigmoid(z)
+    if code == GELU:
+        return tr.gelu(z)
+    if code == GELU_DX:
+        return tr.gelu_dx(z)
+    if code == GELU_TANH:
+        return tr.gelu_apprx_tanh(z)
+    if code == GELU_SIG:
+        return tr.gelu_apprx_sigmoid(z)
+    if code == GELU_SIG_DX:
+        return tr.gelu_apprx_sigmoid_dx(z)
+    if code == SILU:
+        return tr.silu(z)
+    if code == SILU_DX:
+        return tr.silu_dx(z)
+    if code == ERF:
+        return tr.erf(z)
+    if code == ERF_DX:
+        return tr.erf_dx(z)
+    if code == SOFTPLUS:
+        return tr.softplus(z)
+    if code == MISH:
+        return tr.mish(z)
+    if code == RSQRT:
+        return tr.rsqrt(z)
+    if code == RECIPROCAL:
+        return tr.reciprocal(z)
+    return _elementary(code, z)
+
+
+@njit(cache=True, nogil=True)
+def _row_sums(start, y, first):
+    """Per row: ``start + y[:, first] + y[:, first+1] + ...``, one fp32 addition per element
+    in free-dim order (the engine streams along the free dim)."""
+    acc = start.copy()
+    for j in range(first, y.shape[1]):
+        acc += y[:, j]
+    return acc
+
+
+@njit(cache=True, nogil=True)
+def _update_registers(PS, irow, L, y, cmd, P, row):
+    """Apply ``reduce_cmd`` to this instruction's lanes; returns them (P,) after the update.
+
+    Lane ``i`` is physical partition ``i``: the data operand's first partition is its
+    element offset divided by the partition stride ``row``."""
+    lane0 = element_offset(irow, DATA, L) // row
+    regs = PS.view(np.float32)[-SCALAR_ACC_FROM_END:][lane0:lane0 + P]
+    if cmd == RESET:
+        regs[:] = np.float32(0.0)
+    elif cmd == REDUCE:
+        regs[:] = _row_sums(regs, y, 0)
+    elif cmd == RESET_REDUCE:
+        regs[:] = _row_sums(y[:, 0], y, 1)
+    return regs.copy()
+
+
+@helper
+@njit(cache=True, nogil=True)
+def activation(H, S, PS, irow, frow, L):
+    """dst = op(data * scale + bias); optional row sums into the ScalarE registers.
+
+    ints: act, reduce_cmd, scale_is_tile, bias_is_tile, use_scale, use_bias, has_reduce_res,
+    partitions, data partition stride. floats: scale, bias immediates."""
+    act, cmd, t_scale, t_bias, use_scale, use_bias, has_res, P, row = (
+        irow[2], irow[3], irow[4], irow[5], irow[6], irow[7], irow[8], irow[9], irow[10])
+    # reshape with the partition count the rule checked: shape_of cannot tell a 1-partition
+    # operand's partition dim from padding
+    z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)
+    if use_scale == 1:
+        if t_scale == 1:
+            z = z * load_f32(H, S, PS, irow, SCALE, L).reshape(P, 1)
+        else:
+            z = z * np.float32(frow[0])
+    if use_bias == 1:
+        if t_bias == 1:
+            z = z + load_f32(H, S, PS, irow, BIAS, L).reshape(P, 1)
+        else:
+            z = z + np.float32(frow[1])
+    y = apply_act(act, z)
+    store_f32(H, S, PS, irow, DST, L, y)
+    if cmd == RESET or cmd == REDUCE or cmd == RESET_REDUCE or has_res == 1:
+        regs = _update_registers(PS, irow, L, y, cmd, P, row)
+        if has_res == 1:
+            store_f32(H, S, PS, irow, RES, L, regs.reshape(P, 1))
+    return 0
+
+
+def _gelu_tanh64(x):
+    from scipy.special import expit
+
+    return x * expit(2.0 * np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3))
+
+
+def _ref_functions() -> dict:
+    """float64 definitions of every activation function (numpy/scipy)."""
+    from scipy.special import erf, expit, ndtr
+
+    def gelu_dx(x):
+        return ndtr(x) + x * np.exp(-x * x / 2.0) / np.sqrt(2.0 * np.pi)
+
+    def sig_dx(x, a):
+        return expit(a * x) * (1.0 + a * x * expit(-a * x))
+
+    return {
+        Act.copy: lambda x: x, Act.exp: np.exp, Act.log: np.log, Act.sin: np.sin,
+        Act.cos: np.cos, Act.tan: np.tan, Act.arctan: np.arctan, Act.tanh: np.tanh,
+        Act.sigmoid: expit, Act.relu: lambda x: np.where(x > 0, x, np.where(x == x, 0.0, x)),
+        Act.gelu: lambda x: x * ndtr(x), Act.gelu_dx: gelu_dx,
+        Act.gelu_apprx_tanh: _gelu_tanh64,
+        Act.gelu_apprx_sigmoid: lambda x: x * expit(1.702 * x),
+        Act.gelu_apprx_sigmoid_dx: lambda x: sig_dx(x, 1.702),
+        Act.silu: lambda x: x * expit(x), Act.silu_dx: lambda x: sig_dx(x, 1.0),
+        Act.erf: erf, Act.erf_dx: lambda x: 2.0 / np.sqrt(np.pi) * np.exp(-x * x),
+        Act.softplus: lambda x: np.logaddexp(0.0, x),
+        Act.mish: lambda x: x * np.tanh(np.logaddexp(0.0, x)), Act.square: np.square,
+        Act.sqrt: np.sqrt, Act.rsqrt: lambda x: 1.0 / np.sqrt(x),
+        Act.reciprocal: lambda x: 1.0 / x, Act.sign: np.sign, Act.abs: np.abs,
+        Act.negative: np.negative, Act.floor: np.floor, Act.ceil: np.ceil, Act.trunc: np.trunc,
+    }
+
+
+def reference_activation(op, data, scale=1.0, bias=None) -> np.ndarray:
+    """Oracle (float64): ``op(fp32(fp32(data * scale) + bias))``.
+
+    The pre-activation ``data * scale + bias`` is rounded to fp32 as the engine does (two
+    roundings, no FMA), then ``op`` is evaluated in float64 with numpy/scipy. ``scale`` and
+    ``bias`` are numbers or [P, 1] arrays; ``op`` an ``Act`` (or its value)."""
+    z = np.asarray(data).astype(np.float32) * np.asarray(scale, np.float32)
+    if bias is not None:
+        z = z + np.asarray(bias).astype(np.float32)
+    with np.errstate(all="ignore"):
+        return _ref_functions()[Act(int(op))](z.astype(np.float32).astype(np.float64))
+
+
+@emitter(Opcode.ACTIVATION, activation, reference_activation)
+def encode_activation(ins, w, ops):
+    data = ins.operand("data")
+    row, parts = data.dims[0]
+    scale, bias = ins.attr("scale"), ins.attr("bias")
+    t_scale, t_bias = "scale" in ops, "bias" in ops
+    w.ints(int(ins.attr("op")), int(ins.attr("reduce_cmd")), int(t_scale), int(t_bias),
+           int(t_scale or float(scale) != 1.0), int(t_bias or bias is not None),
+           int("reduce_res" in ops), parts, row)
+    w.floats(float(scale or 0.0) if not t_scale else 0.0, float(bias or 0.0))
+    w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("bias"))
+    w.operand(ops.get("scale")).operand(ops.get("reduce_res"))

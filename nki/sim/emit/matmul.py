@@ -1,0 +1,1 @@
+"""Helpers, encoders and references for the matmul instruction family (being written)."""

@@ -1,0 +1,1 @@
+"""Helpers, encoders and references for the reduce instruction family (being written)."""

@@ -1,0 +1,1 @@
+"""Helpers, encoders and references for the select instruction family (being written)."""

@@ -1,0 +1,1 @@
+"""The torch bridge (imported lazily; the core never imports torch)."""

@@ -1,0 +1,45 @@
+"""The import rule of ARCHITECTURE.md: ir ← lang ← jit → sim → ir, torch only in nki/torch."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "nki"
+
+# package -> nki packages it must never import (jit reaches nki.torch only lazily, when a
+# torch tensor is passed in, so the core never pays for importing torch)
+FORBIDDEN = {
+    "ir": {"lang", "jit", "sim", "legacy", "torch"},
+    "lang": {"jit", "sim", "torch"},
+    "sim": {"lang", "jit", "legacy", "torch"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+def test_one_way_imports():
+    bad = []
+    for pkg, forbidden in FORBIDDEN.items():
+        for path in (ROOT / pkg).rglob("*.py"):
+            for mod in _imports(path):
+                parts = mod.split(".")
+                if parts[0] == "nki" and len(parts) > 1 and parts[1] in forbidden:
+                    bad.append(f"{path.relative_to(ROOT.parent)} imports {mod}")
+    assert not bad, "wrong-way imports:\n" + "\n".join(bad)
+
+
+def test_torch_only_in_bridge():
+    bad = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
+           if "torch" not in p.relative_to(ROOT).parts[:1]
+           and any(m == "torch" or m.startswith("torch.") for m in _imports(p))]
+    assert not bad, f"torch imported outside nki/torch: {bad}"

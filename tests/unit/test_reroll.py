@@ -1,0 +1,85 @@
+"""Rerolling: IR size does not grow with trip counts; peeling; triangular nests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from nki.ir.nodes import Loop
+
+
+def _copy_kernel(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(x.shape[0] // 128):
+        tile = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=x[t * 128:(t + 1) * 128, :])
+        nisa.tensor_scalar(dst=tile, data=tile, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[t * 128:(t + 1) * 128, :], src=tile)
+    return out
+
+
+def _spec(fn, *args):
+    return nki.jit(fn, cache=False).specialize(*args)
+
+
+def test_instruction_count_independent_of_trip_count():
+    small = _spec(_copy_kernel, np.zeros((4 * 128, 64), np.float32))
+    large = _spec(_copy_kernel, np.zeros((64 * 128, 64), np.float32))
+    assert small.num_instructions == large.num_instructions == 3
+    body = large.cores[0].program.body
+    assert len(body) == 1 and isinstance(body[0], Loop) and body[0].trip.const == 64
+
+
+def _k_loop(a, b):
+    # out = a.T @ b via a vector-engine accumulation whose first step overwrites: peel
+    out = nl.ndarray((128, b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, b.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
+    tmp = nl.ndarray((128, b.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
+    for k in nl.affine_range(b.shape[0] // 128):
+        nisa.dma_copy(dst=tmp, src=b[k * 128:(k + 1) * 128, :])
+        if k == 0:
+            nisa.tensor_copy(dst=acc, src=tmp)
+        else:
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=tmp, op=nl.add)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_first_iteration_is_peeled_and_result_is_right(backend):
+    b = np.random.default_rng(0).standard_normal((6 * 128, 32)).astype(np.float32)
+    spec = _spec(_k_loop, None, b)
+    body = spec.cores[0].program.body
+    loops = [s for s in body if isinstance(s, Loop)]
+    assert len(loops) == 1 and loops[0].trip.const == 5
+    out = nki.jit(_k_loop, backend=backend)(None, b)
+    expect = b.reshape(6, 128, 32).astype(np.float64).sum(0)
+    np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-5)
+
+
+def _triangle(x):
+    # row block i accumulates blocks 0..i: trip count affine in the outer index
+    n = x.shape[0] // 128
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(n):
+        acc = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        for j in nl.affine_range(i + 1):
+            t = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[j * 128:(j + 1) * 128, :])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=acc)
+    return out
+
+
+def test_triangular_nest_folds(backend):
+    x = np.random.default_rng(1).standard_normal((5 * 128, 16)).astype(np.float32)
+    spec = _spec(_triangle, x)
+    assert spec.num_instructions == 4
+    outer = spec.cores[0].program.body[0]
+    inner = [s for s in outer.body if isinstance(s, Loop)][0]
+    assert str(inner.trip) == "i0 + 1"
+    out = nki.jit(_triangle, backend=backend)(x)
+    expect = np.cumsum(x.reshape(5, 128, 16).astype(np.float64), axis=0).reshape(x.shape)
+    np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-5)
