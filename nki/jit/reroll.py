@@ -17,6 +17,10 @@ from dataclasses import replace
 
 from nki.ir.affine import Affine
 from nki.ir.nodes import Instr, Loop, Placed, Program, RecordedLoop, Stmt
+from nki.ir.ops import LoopKind
+from nki.jit.fold import fold_plain_loops
+
+NSLOTS_LIMIT = 7  # loop slots available to generated code (nki.sim.layout.NSLOTS - 1)
 
 
 class _NoFoldError(Exception):
@@ -141,6 +145,12 @@ def _fold(rec: RecordedLoop, slot: int) -> list[Stmt]:
     return [s for it in iters for s in it]
 
 
+def _plain_loop(blocks: list[list[Stmt]], slot: int) -> Loop:
+    first = blocks[0][0]
+    rec = RecordedLoop(LoopKind.PYTHON, getattr(first, "loc", None))
+    return _make_loop(blocks, slot, rec)
+
+
 def reroll_body(stmts, slot: int = 0) -> list[Stmt]:
     out: list[Stmt] = []
     for s in stmts:
@@ -148,6 +158,8 @@ def reroll_body(stmts, slot: int = 0) -> list[Stmt]:
             out.extend(_fold(s, slot))
         else:
             out.append(s)
+    if slot < NSLOTS_LIMIT:
+        out = fold_plain_loops(out, slot, _plain_loop)
     return out
 
 

@@ -83,3 +83,41 @@ def test_triangular_nest_folds(backend):
     out = nki.jit(_triangle, backend=backend)(x)
     expect = np.cumsum(x.reshape(5, 128, 16).astype(np.float64), axis=0).reshape(x.shape)
     np.testing.assert_allclose(out, expect, rtol=1e-5, atol=1e-5)
+
+
+def _plain_python_loops(x):
+    # NKI 0.6 style: ordinary Python range loops, nested, nothing recorded
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in range(x.shape[0] // 128):
+        for j in range(x.shape[1] // 32):
+            t = nl.ndarray((128, 32), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[i * 128:(i + 1) * 128, j * 32:(j + 1) * 32])
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(j))
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, j * 32:(j + 1) * 32], src=t)
+    return out
+
+
+def test_plain_python_loops_fold_into_a_nest(backend):
+    x = np.random.default_rng(2).standard_normal((3 * 128, 4 * 32)).astype(np.float32)
+    spec = _spec(_plain_python_loops, x)
+    # the immediate differs per j, so the inner body cannot fold across j; rows still fold
+    assert spec.num_instructions < 3 * 4 * 3
+    out = nki.jit(_plain_python_loops, backend=backend)(x)
+    expect = x + np.repeat(np.arange(4, dtype=np.float32), 32)[None, :]
+    np.testing.assert_array_equal(out, expect)
+
+
+def _plain_same_body(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for i in range(x.shape[0] // 128):
+        for j in range(x.shape[1] // 32):
+            t = nl.ndarray((128, 32), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[i * 128:(i + 1) * 128, j * 32:(j + 1) * 32])
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, j * 32:(j + 1) * 32], src=t)
+    return out
+
+
+def test_plain_python_nest_is_independent_of_trip_counts():
+    small = _spec(_plain_same_body, np.zeros((2 * 128, 2 * 32), np.float32))
+    large = _spec(_plain_same_body, np.zeros((16 * 128, 8 * 32), np.float32))
+    assert small.num_instructions == large.num_instructions == 2

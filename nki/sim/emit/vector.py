@@ -58,9 +58,7 @@ def _scalar_operand_i64(H, S, PS, irow, frow, base, imm_index, is_tile, L):
 
 @njit(cache=True, nogil=True)
 def _apply_f32(op, x, s, reverse):
-    out = np.empty_like(x)
-    out[...] = alu.binary_f32(op, s, x) if reverse == 1 else alu.binary_f32(op, x, s)
-    return out
+    return alu.binary_col_f32(op, x, s, reverse == 1)
 
 
 @njit(cache=True, nogil=True)

@@ -18,9 +18,92 @@ def _f(mask):
     return mask.astype(np.float32)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
+def _same_shape(op, fa, fb, fo):
+    """Fast path over flat arrays: explicit loops vectorise; Numba's array expressions here
+    ran 4-8x slower (70 µs vs 13 µs for a 128x1024 add). False for other ops."""
+    n = fo.size
+    if op == ADD:
+        for i in range(n):
+            fo[i] = fa[i] + fb[i]
+    elif op == SUB:
+        for i in range(n):
+            fo[i] = fa[i] - fb[i]
+    elif op == MUL:
+        for i in range(n):
+            fo[i] = fa[i] * fb[i]
+    elif op == DIV:
+        for i in range(n):
+            fo[i] = fa[i] / fb[i]
+    elif op == MAX:
+        for i in range(n):
+            fo[i] = _max(fa[i], fb[i])
+    elif op == MIN:
+        for i in range(n):
+            fo[i] = _min(fa[i], fb[i])
+    else:
+        return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _max(x, y):
+    # np.maximum semantics: NaN wins
+    return x if (x >= y or x != x) else y
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _min(x, y):
+    return x if (x <= y or x != x) else y
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _column(op, a, col, reverse, out):
+    """``a op col`` (or ``col op a``) where ``col`` is (P, 1) and ``a`` is (P, N)."""
+    P, N = a.shape
+    if not (op == ADD or op == SUB or op == MUL or op == MAX or op == MIN):
+        return False
+    for p in range(P):
+        c = col[p, 0] if col.shape[0] == P else col[0, 0]
+        if op == ADD:
+            for i in range(N):
+                out[p, i] = a[p, i] + c
+        elif op == SUB and reverse:
+            for i in range(N):
+                out[p, i] = c - a[p, i]
+        elif op == SUB:
+            for i in range(N):
+                out[p, i] = a[p, i] - c
+        elif op == MUL:
+            for i in range(N):
+                out[p, i] = a[p, i] * c
+        elif op == MAX:
+            for i in range(N):
+                out[p, i] = _max(a[p, i], c)
+        else:
+            for i in range(N):
+                out[p, i] = _min(a[p, i], c)
+    return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def binary_col_f32(op, x, col, reverse):
+    """``x op col`` (``col op x`` when ``reverse``) with a (P,1)/(1,1) column operand."""
+    out = np.empty(x.shape, np.float32)
+    if x.ndim == 2 and _column(op, x, col, reverse, out):
+        return out
+    out[...] = binary_f32(op, col, x) if reverse else binary_f32(op, x, col)
+    return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
 def binary_f32(op, a, b):
     """``a op b`` elementwise in fp32; ``a`` and ``b`` broadcast like numpy."""
+    if a.shape == b.shape:
+        out = np.empty(a.shape, np.float32)
+        if _same_shape(op, np.ascontiguousarray(a).ravel(), np.ascontiguousarray(b).ravel(),
+                       out.ravel()):
+            return out
     if op == ADD:
         return a + b
     if op == SUB:
@@ -66,7 +149,7 @@ def binary_f32(op, a, b):
     return unary_f32(op, a)  # bypass and unary operators ignore the operand
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def unary_f32(op, a):
     """Unary ALU operators (the operand of a unary op is ignored)."""
     if op == ABS:

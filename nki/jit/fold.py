@@ -1,0 +1,108 @@
+"""Folding loops nobody recorded: plain Python ``for`` loops in a kernel (NKI 0.6 semantics:
+every loop is unrolled by Python) leave runs of identical-looking instruction blocks. This pass
+finds them by signature and folds each run whose operands advance affinely into a ``Loop``.
+
+Greedy, left to right: at each position, take the period and repeat count covering the most
+statements (ties: the shorter period). Repeating the pass until nothing changes builds loop
+nests from the inside out; the loop slots inside a new outer loop shift down by one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import replace
+
+from nki.ir.affine import Affine
+from nki.ir.nodes import Instr, Loop, Placed, RecordedLoop
+from nki.ir.ops import LoopKind
+
+MAX_PERIOD = 256
+
+
+def signature(stmt) -> tuple:
+    """What must be equal for two statements to be instances of one loop body statement."""
+    if isinstance(stmt, Instr):
+        ops = tuple((role, a.space, a.dtype.code, a.dims) if isinstance(a, Placed) else
+                    (role, id(a)) for role, a, _ in stmt.accesses())
+        return ("i", stmt.opcode, stmt.attrs, ops)
+    if isinstance(stmt, Loop):
+        return ("l", stmt.slot, tuple(signature(s) for s in stmt.body))
+    return ("r", id(stmt))
+
+
+def shift_slots(stmt, first: int):
+    """Renumber loop slots >= ``first`` by +1 (the statement moves one loop deeper)."""
+
+    def aff(a: Affine) -> Affine:
+        return Affine(a.const, tuple((s + 1 if s >= first else s, c) for s, c in a.terms))
+
+    def op(a):
+        return replace(a, offset=aff(a.offset)) if isinstance(a, Placed) else a
+
+    if isinstance(stmt, Instr):
+        return stmt.map_accesses(op)
+    if isinstance(stmt, Loop):
+        return replace(stmt, slot=stmt.slot + 1 if stmt.slot >= first else stmt.slot,
+                       trip=aff(stmt.trip), body=tuple(shift_slots(s, first)
+                                                       for s in stmt.body))
+    return stmt
+
+
+def _best_run(sigs: list, i: int, where: dict) -> tuple[int, int]:
+    """(period, repeats) of the longest periodic run starting at ``i`` (repeats >= 2).
+    Candidate periods are the distances to the next occurrences of ``sigs[i]``."""
+    n = len(sigs)
+    best = (0, 0)
+    positions = where[sigs[i]]
+    start = bisect.bisect_right(positions, i)
+    for j in positions[start:]:
+        k = j - i
+        if k > MAX_PERIOD or 2 * k > n - i:
+            break
+        reps = 1
+        while i + (reps + 1) * k <= n and \
+                sigs[i + reps * k:i + (reps + 1) * k] == sigs[i:i + k]:
+            reps += 1
+        if reps >= 2 and k * reps > best[0] * best[1]:
+            best = (k, reps)
+    return best
+
+
+def fold_once(stmts: list, slot: int, make_loop) -> tuple[list, bool]:
+    """One greedy pass; ``make_loop(blocks, slot)`` unifies blocks or raises."""
+    sigs = [signature(s) for s in stmts]
+    where: dict = {}
+    for idx, sig in enumerate(sigs):
+        where.setdefault(sig, []).append(idx)
+    out, i, changed = [], 0, False
+    while i < len(stmts):
+        k, reps = _best_run(sigs, i, where)
+        loop = None
+        while reps >= 2 and loop is None:
+            blocks = [[shift_slots(s, slot) for s in stmts[i + j * k:i + (j + 1) * k]]
+                      for j in range(reps)]
+            try:
+                loop = make_loop(blocks, slot)
+            except Exception:  # offsets not affine in the iteration: try a shorter run
+                reps -= 1
+        if loop is not None:
+            out.append(loop)
+            i += k * reps
+            changed = True
+        else:
+            out.append(stmts[i])
+            i += 1
+    return out, changed
+
+
+def fold_plain_loops(stmts: list, slot: int, make_loop) -> list:
+    """Fold every periodic run at this nesting level, repeatedly (inner loops first)."""
+    if any(isinstance(s, RecordedLoop) for s in stmts):
+        return stmts
+    changed = True
+    while changed and len(stmts) > 1:
+        stmts, changed = fold_once(stmts, slot, make_loop)
+    return stmts
+
+
+__all__ = ["fold_plain_loops", "LoopKind"]

@@ -1,0 +1,96 @@
+"""Calling conventions: numpy/torch in and out, written inputs, LNC launches, fresh tiles."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+def _double(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_non_contiguous_input_is_copied(backend):
+    base = np.arange(128 * 64, dtype=np.float32).reshape(64, 128)
+    x = base.T   # a transposed (non-contiguous) view
+    y = nki.jit(_double, backend=backend)(x)
+    np.testing.assert_array_equal(y, 2 * x)
+
+
+def test_torch_in_torch_out_bf16(backend):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(128, 32).to(torch.bfloat16)
+    y = nki.jit(_double, backend=backend)(x)
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16
+    assert torch.equal(y, x * 2)
+
+
+def _scale_in_place(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+    nisa.dma_copy(dst=x, src=t)
+
+
+def test_written_inputs_are_written_back(backend):
+    x = np.ones((128, 8), np.float32)
+    assert nki.jit(_scale_in_place, backend=backend)(x) is None
+    np.testing.assert_array_equal(x, 2.0)
+
+
+def _halves(x):
+    # each of the two cores handles its half of the rows
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    half = x.shape[0] // nl.num_programs()
+    r0 = nl.program_id(0) * half
+    t = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[r0:r0 + half, :])
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(nl.program_id(0) + 1))
+    nisa.dma_copy(dst=out[r0:r0 + half, :], src=t)
+    return out
+
+
+def test_lnc2_launch_runs_both_cores(backend):
+    x = np.zeros((256, 16), np.float32)
+    y = nki.jit(_halves, backend=backend)[2](x)
+    np.testing.assert_array_equal(y[:128], 1.0)
+    np.testing.assert_array_equal(y[128:], 2.0)
+
+
+def test_lnc_degree_must_be_1_or_2():
+    with pytest.raises(nki.NkiValidationError, match=r"nki_lnc_degree"):
+        nki.jit(_halves)[3]
+
+
+def _reads_fresh(x):
+    out = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 8), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[:, 0:4], src=x[:, 0:4])   # only half the tile is written
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@pytest.mark.parametrize("dtype,fresh", [(np.float32, np.nan), (ml_dtypes.bfloat16, np.nan),
+                                         (np.int32, 4)])
+def test_fresh_tiles_read_as_sentinels(backend, dtype, fresh):
+    x = np.arange(128 * 8).reshape(128, 8).astype(dtype)
+    y = nki.jit(_reads_fresh, backend=backend)(x)
+    np.testing.assert_array_equal(y[:, :4], x[:, :4])
+    np.testing.assert_array_equal(y[:, 4:].astype(np.float64), fresh)
+
+
+def test_specialize_prints_ir_and_source():
+    x = np.zeros((128, 8), np.float32)
+    spec = nki.jit(_double, cache=False).specialize(x)
+    assert "tensor_scalar" in spec.ir and "op0=multiply" in spec.ir
+    assert "test_runtime.py:" in spec.source and "run_instr(" in spec.source
