@@ -35,7 +35,6 @@ def best_of(fn, repeat: int = 5) -> float:
 
 def cases(quick: bool):
     import torch
-
     from nki.kernels.attention import flash_attention_fwd
     from nki.kernels.matmul import matmul_lhsT
     from nki.kernels.norms import layernorm, rmsnorm

@@ -29,7 +29,7 @@ def moving_tile(n: int) -> int:
 
 
 @nki.jit
-def matmul_lhsT(lhsT, rhs):
+def matmul_lhsT(lhsT, rhs):  # noqa: N802 - lhsT is the NKI name of the layout
     """``lhsT.T @ rhs`` with fp32 accumulation; output dtype = input dtype.
 
     Example:

@@ -24,17 +24,10 @@ def _timed(fn, repeat: int = 3) -> tuple[object, float]:
 
 def _torch_time(name: str, args) -> float | None:
     try:
-        import torch
-    except ImportError:
+        from nki.torch.baselines import best_time, counterpart
+    except ImportError:   # torch is optional
         return None
-    torch.set_num_threads(1)
-    t = [torch.from_numpy(a) for a in args]
-    fns = {"attention": lambda: torch.nn.functional.scaled_dot_product_attention(
-        t[0][None], t[1][None], t[2][None], is_causal=True),
-        "softmax": lambda: torch.softmax(t[0], -1),
-        "layernorm": lambda: torch.nn.functional.layer_norm(t[0], t[0].shape[-1:], t[1], t[2]),
-        "matmul": lambda: t[0].T @ t[1]}
-    return _timed(fns[name])[1]
+    return best_time(counterpart(name, list(args)))
 
 
 def main() -> int:

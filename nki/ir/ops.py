@@ -166,3 +166,33 @@ class LoopKind(enum.Enum):
     SEQUENTIAL = "sequential_range"
     STATIC = "static_range"
     PYTHON = "range"
+
+
+class DgeMode(enum.IntEnum):
+    """DMA descriptor generation mode (``nki.isa.dge_mode``, current numbering)."""
+
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class OobMode(enum.IntEnum):
+    """What an out-of-bounds indirect DMA access does (``nki.isa.oob_mode``)."""
+
+    error = 0
+    skip = 1
+
+
+class MatmulPerfMode(enum.IntEnum):
+    """``nki.isa.matmul_perf_mode``: ``double_row`` packs two fp8 rows per PE (trn2+)."""
+
+    none = 0
+    double_row = 1
+
+
+class DmaEngine(enum.IntEnum):
+    """Which DMA queue family ``sendrecv`` uses (``nki.isa.dma_engine``)."""
+
+    dma = 1
+    gpsimd_dma = 2

@@ -1,8 +1,11 @@
 """``nki.isa`` (``nisa``): the instruction set of the current NKI dialect (dst first)."""
 
-import enum
 
+from nki.ir.ops import DgeMode as dge_mode
+from nki.ir.ops import DmaEngine as dma_engine
 from nki.ir.ops import Engine as engine
+from nki.ir.ops import MatmulPerfMode as matmul_perf_mode
+from nki.ir.ops import OobMode as oob_mode
 from nki.ir.ops import ReduceCmd as reduce_cmd
 from nki.ir.target import TARGETS as _TARGETS
 from nki.lang.activation import *  # noqa: F403
@@ -18,36 +21,6 @@ vector_engine = engine.vector
 scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
-
-
-class dge_mode(enum.IntEnum):  # noqa: N801
-    """DMA descriptor generation mode (current numbering)."""
-
-    unknown = 0
-    swdge = 1
-    hwdge = 2
-    none = 3
-
-
-class oob_mode(enum.IntEnum):  # noqa: N801
-    """What an out-of-bounds indirect DMA access does."""
-
-    error = 0
-    skip = 1
-
-
-class matmul_perf_mode(enum.IntEnum):  # noqa: N801
-    """nc_matmul performance modes."""
-
-    none = 0
-    double_row = 1
-
-
-class dma_engine(enum.IntEnum):  # noqa: N801
-    """Which DMA queue family sendrecv uses."""
-
-    dma = 1
-    gpsimd_dma = 2
 
 
 class nc_version:  # noqa: N801 - NKI's spelling
@@ -69,4 +42,4 @@ def get_nc_version() -> int:
     return trace.target.nc_version if trace is not None else _TARGETS["trn3"].nc_version
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n != "enum"]
+__all__ = [n for n in dir() if not n.startswith("_")]

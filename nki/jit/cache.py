@@ -12,32 +12,28 @@ the directory is created private (0700) and is not used if another user could wr
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import os
 import pickle
 import stat
 import sys
+import sysconfig
 import types
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from nki._digest import nki_digest
+
 _NKI_ROOT = Path(__file__).resolve().parent.parent
+# code under these prefixes is not the user's: nki itself, the standard library, installed
+# packages, and frozen/generated code
+_NOT_USER_CODE = tuple({str(_NKI_ROOT), sys.prefix, sys.base_prefix, sys.exec_prefix, "<",
+                        *(sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib",
+                                                              "purelib", "platlib"))})
 _FORMAT = 1
-_DIGEST: str | None = None
-
-
-def nki_digest() -> str:
-    """Hash of nki's own source files (any change to nki invalidates every entry)."""
-    global _DIGEST
-    if _DIGEST is None:
-        h = hashlib.sha256(str(_FORMAT).encode())
-        for path in sorted(_NKI_ROOT.rglob("*.py")):
-            h.update(str(path.relative_to(_NKI_ROOT)).encode())
-            h.update(path.read_bytes())
-        _DIGEST = h.hexdigest()
-    return _DIGEST
 
 
 def code_hash(code: types.CodeType) -> str:
@@ -58,13 +54,21 @@ def _feed_code(h, code: types.CodeType) -> None:
             h.update(repr(c).encode())
 
 
-def value_hash(value) -> str | None:
-    """A stable hash of a global's value, or None when it cannot matter or cannot be hashed
-    (modules; functions are tracked by their code when they run)."""
+def value_hash(value, depth: int = 0) -> str | None:
+    """A stable hash of a global's or closure cell's value, or None when it cannot matter or
+    cannot be hashed (modules, classes, arbitrary objects)."""
     if isinstance(value, (types.ModuleType, type)):
         return None
     if isinstance(value, types.FunctionType):
-        return "code:" + code_hash(value.__code__)
+        # functions made by one factory share code: tell them apart by name and closure
+        parts = [code_hash(value.__code__), value.__module__, value.__qualname__,
+                 value.__name__]
+        if depth < 3:
+            parts += [str(value_hash(c.cell_contents, depth + 1))
+                      for c in value.__closure__ or ()]
+        return "fn:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
+    if isinstance(value, enum.Enum):
+        return "enum:" + hashlib.sha256(repr(value).encode()).hexdigest()
     if isinstance(value, np.ndarray):
         return "nd:" + hashlib.sha256(np.ascontiguousarray(value).tobytes() +
                                       repr((value.shape, str(value.dtype))).encode()).hexdigest()
@@ -99,9 +103,7 @@ class DependencyRecorder:
         if id(code) in self._seen:
             return
         self._seen.add(id(code))
-        fname = code.co_filename
-        if fname.startswith(str(_NKI_ROOT)) or "site-packages" in fname or \
-                fname.startswith(sys.prefix) or fname.startswith("<"):
+        if code.co_filename.startswith(_NOT_USER_CODE):
             return
         module = frame.f_globals.get("__name__", "")
         qual = getattr(code, "co_qualname", code.co_name)
@@ -195,7 +197,7 @@ class ProgramCache:
 
 def spec_key(fn, arg_signature: tuple, lnc: int, settings) -> str:
     h = hashlib.sha256()
-    for part in (nki_digest(), fn.__module__, fn.__qualname__, code_hash(fn.__code__),
+    for part in (str(_FORMAT), nki_digest(), fn.__module__, fn.__qualname__, code_hash(fn.__code__),
                  repr(arg_signature), str(lnc), repr(settings)):
         h.update(part.encode())
         h.update(b"\0")

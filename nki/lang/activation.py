@@ -8,12 +8,14 @@ driven by ``reduce_cmd``.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from numbers import Real
 
 from nki.errors import NkiUnsupportedError, fail
 from nki.ir.nodes import Instr
 from nki.ir.ops import Act, Alu, Opcode, ReduceCmd
 from nki.lang.common import Call, acc
+from nki.lang.operators import _ACT as _ACT_TOKENS
 from nki.lang.operators import as_act, as_alu, op_name
 from nki.lang.tensor import NkiTensor
 
@@ -25,7 +27,11 @@ _UNDEFINED = (Act.prelu,)
 
 
 def _act(call: Call, op) -> Act:
-    act = as_act(op)
+    act = None
+    if isinstance(op, Hashable):
+        # as_act loses Act.copy (value 0 is falsy in its ``a or b`` lookup): look it up here
+        act = as_act(op)
+        act = _ACT_TOKENS.get(op) if act is None else act
     if act is None:
         raise call.error("nki_invalid_argument",
                          f"op={op_name(op)} is not a Scalar-engine activation function")
@@ -160,7 +166,10 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
     Math is fp32: ``data`` is decoded to fp32, multiplied by ``scale`` (rounded), ``bias`` is
     added (rounded; skipped when ``bias`` is None), ``op`` is applied, and the result is
-    rounded to ``dst.dtype`` (nearest even; integers saturate).
+    rounded to ``dst.dtype`` (nearest even; integers saturate). Functions are accurate to a
+    few fp32 ulp everywhere, also outside the ScalarE's valid input ranges (spec §4.2, e.g.
+    sin beyond [-pi, pi]) where hardware results are undefined. ``prelu`` is rejected
+    (``nki_not_implemented``): the spec gives ``activation`` no slope parameter for it.
 
     The reduction sums the fp32 results of ``op`` (before they are rounded to ``dst.dtype``:
     the engine computes in fp32 and casts on write-out; the spec leaves this implicit). Each

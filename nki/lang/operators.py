@@ -55,14 +55,16 @@ def as_alu(op) -> Alu | None:
     """The ALU operator of a token, or None."""
     if isinstance(op, Alu):
         return op
-    return _ALU.get(op) or _NUMPY_ALU.get(op)
+    found = _ALU.get(op)
+    return _NUMPY_ALU.get(op) if found is None else found
 
 
 def as_act(op) -> Act | None:
     """The activation function of a token, or None."""
     if isinstance(op, Act):
         return op
-    return _ACT.get(op) or _NUMPY_ACT.get(op)
+    found = _ACT.get(op)
+    return _NUMPY_ACT.get(op) if found is None else found
 
 
 def op_name(op) -> str:

@@ -449,6 +449,18 @@ def rms_norm(x, w, axis, n, epsilon=1e-6, dtype=None, compute_dtype=None):
     return out
 
 
+@token(alu=Alu.average)
+def average(x, y, dtype=None):
+    """Operator token ``nl.average`` (``op=nl.average`` of ``tensor_partition_reduce``); not a
+    function in NKI, so calling it is an error.
+
+    Example:
+        >>> nisa.tensor_partition_reduce(dst=m, op=nl.average, data=x)  # doctest: +SKIP
+    """
+    raise Call("nl.average").error("nki_invalid_argument", "nl.average is an operator token "
+                                   "(op=nl.average), not a function")
+
+
 # nl-level functions this family adds to nki.language: {name: function}
 NL_EXPORTS: dict = {
     "sum": _make_reduce("sum", Alu.add),
@@ -460,4 +472,5 @@ NL_EXPORTS: dict = {
     "all": all_,
     "softmax": softmax,
     "rms_norm": rms_norm,
+    "average": average,
 }

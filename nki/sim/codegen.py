@@ -21,7 +21,7 @@ from nki.ir.nodes import Instr, Loop, Placed, Program
 from nki.ir.printer import format_instr_short
 from nki.ir.types import Memory
 from nki.sim.emit import EMITTERS, load_all
-from nki.sim.helpers.registry import helper_id
+from nki.sim.helpers.registry import helper_id, helper_id_by_name, helper_name
 from nki.sim.layout import NF, ROW, PhysOperand, RowWriter
 
 SPACES = {Memory.SHARED_HBM: 0, Memory.PRIVATE_HBM: 0, Memory.SBUF: 1, Memory.PSUM: 2}
@@ -37,7 +37,15 @@ class Generated:
     float_table: np.ndarray
     origins: list[str]       # per instruction row: "file.py:12 nisa.op(...)"
     locs: list               # per row: SourceLoc or None
-    helpers_used: set[int]
+    helpers: list[str]       # per row: helper name (ids are per process; names are stable)
+
+    def bind_helpers(self) -> set[int]:
+        """Write this process's helper ids into column 0; returns the ids used."""
+        load_all()
+        ids = [helper_id_by_name(name) for name in self.helpers]
+        if ids:
+            self.int_table[:len(ids), 0] = ids
+        return set(ids)
 
 
 def phys(op: Placed) -> PhysOperand:
@@ -53,14 +61,14 @@ class _Emitter:
         self.frows: list[np.ndarray] = []
         self.origins: list[str] = []
         self.locs: list = []
-        self.used: set[int] = set()
+        self.helpers: list[str] = []
 
     def instr(self, ins: Instr, indent: str) -> None:
         em = EMITTERS.get(ins.opcode)
         if em is None:
             raise NotImplementedError(f"no emitter for {ins.opcode.name}")
         hid = helper_id(em.helper)
-        self.used.add(hid)
+        self.helpers.append(helper_name(hid))
         writer = RowWriter(hid, int(ins.opcode))
         operands = {role: phys(a) for role, a, _ in ins.accesses()}
         em.encode(ins, writer, operands)
@@ -99,4 +107,4 @@ def generate(program: Program) -> Generated:
     rows = np.stack(em.rows) if em.rows else np.zeros((1, ROW), np.int64)
     frows = np.stack(em.frows) if em.frows else np.zeros((1, NF), np.float64)
     return Generated(fname, "\n".join(header + em.lines) + "\n", rows, frows,
-                     em.origins, em.locs, em.used)
+                     em.origins, em.locs, em.helpers)

@@ -12,7 +12,8 @@ Operand record::
 
     0  space (0 HBM, 1 SBUF, 2 PSUM)     1  dtype code
     2  element offset (constant part)    3 .. 3+NSLOTS  offset coefficient of loop slot k
-    then 5 counts, then 5 strides (elements of the operand's dtype), outermost first
+    then 5 counts, then 5 strides (elements of the operand's dtype), outermost first,
+    then the partition count (the count of the operand's first real dim)
 
 The element offset addresses the arena viewed as the operand's storage dtype, so helpers
 never deal with bytes. Floating attributes (scales, immediates) go in the float row.
@@ -29,7 +30,7 @@ NSLOTS = 8
 NI = 16
 NF = 16
 MAX_OPERANDS = 6
-OPW = 3 + NSLOTS + 2 * MAX_DIMS
+OPW = 4 + NSLOTS + 2 * MAX_DIMS
 OPS = 2 + NI
 ROW = OPS + MAX_OPERANDS * OPW
 
@@ -45,6 +46,7 @@ REGS_BYTES = 4096
 O_SPACE, O_DTYPE, O_OFF, O_COEF = 0, 1, 2, 3
 O_COUNT = 3 + NSLOTS
 O_STRIDE = O_COUNT + MAX_DIMS
+O_PARTS = O_STRIDE + MAX_DIMS     # the partition count (dims are padded, so it is explicit)
 
 # helpers find them from the end of the PSUM arena: fp32 element index of register 0
 SCALAR_ACC_FROM_END = REGS_BYTES // 4          # PS.view(f32)[-SCALAR_ACC_FROM_END:][:128]
@@ -59,10 +61,11 @@ def operand_base(index: int) -> int:
 class PhysOperand:
     """A fully placed operand: space, dtype code, affine element offset, five dims."""
 
-    __slots__ = ("space", "code", "offset", "dims")
+    __slots__ = ("space", "code", "offset", "dims", "partitions")
 
     def __init__(self, space: int, code: int, offset: Affine, dims):
         self.space, self.code, self.offset = space, code, offset
+        self.partitions = dims[0][1] if dims else 1
         pad = MAX_DIMS - len(dims)
         self.dims = ((0, 1),) * pad + tuple(dims)
 
@@ -107,4 +110,5 @@ class RowWriter:
         for k, (stride, count) in enumerate(op.dims):
             self.irow[b + O_COUNT + k] = count
             self.irow[b + O_STRIDE + k] = stride
+        self.irow[b + O_PARTS] = op.partitions
         return self

@@ -45,6 +45,7 @@ class Executable:
             return
         _ensure_runtime()
         g = self.generated
+        used = g.bind_helpers()
         if self.backend == "python":
             ns = {"run_instr": _python_runner()}
             exec(compile(g.source, f"<nki:{g.name}>", "exec"), ns)
@@ -53,7 +54,7 @@ class Executable:
             from nki.sim.compile import compile_source
 
             self.fn = compile_source(g.name, g.source)
-            self.addr = addresses(g.helpers_used)
+            self.addr = addresses(used)
 
 
 _ARENAS = threading.local()

@@ -5,12 +5,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-
-import nki
 from nki.kernels.attention import attention_reference, flash_attention_fwd
 from nki.kernels.matmul import matmul_lhsT, matmul_reference
 from nki.kernels.norms import layernorm, layernorm_reference, rmsnorm, rmsnorm_reference
 from nki.kernels.softmax import softmax_reference, softmax_rows
+
+import nki
 
 BF16 = ml_dtypes.bfloat16
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), BF16: dict(rtol=2e-2, atol=2e-2)}

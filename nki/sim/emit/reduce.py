@@ -1,1 +1,316 @@
-"""Helpers, encoders and references for the reduce instruction family (being written)."""
+"""Reduce family: ``tensor_reduce``, ``tensor_partition_reduce``, ``tensor_scalar_reduce``,
+``bn_stats``, ``bn_aggr``, ``tensor_tensor_scan``.
+
+Reductions are in-order left folds in fp32 (``((x0 op x1) op x2) ...``), so both backends and
+every array layout give the same bits; bit operations (and GpSimd's native int32 partition
+reduce) fold exact int64 values. ``tensor_scalar_reduce`` keeps its running result in the
+VectorE accumulators at the end of the PSUM arena, one fp32 register per partition of the
+operand (lane ``p`` of an access is its ``p``-th partition), so chains of calls see it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from nki.ir.ops import Opcode
+from nki.sim.emit import emitter
+from nki.sim.helpers import alu
+from nki.sim.helpers.memory import load_f32, load_i64, store_f32, store_i64
+from nki.sim.helpers.registry import helper
+from nki.sim.layout import VECTOR_ACC_FROM_END, operand_base
+
+OP0, OP1, OP2, OP3, OP4 = (operand_base(i) for i in range(5))
+# reduce_cmd values (nki.ir.ops.ReduceCmd) as literals for Numba
+IDLE, RESET, REDUCE, RESET_REDUCE, LOAD_REDUCE = 0, 1, 2, 3, 4
+
+
+@njit(cache=True, nogil=True)
+def _rows(x, p):
+    """A contiguous load viewed as ``p`` partition rows (``shape_of`` cannot recognise a
+    1-partition operand, so helpers that need rows are told ``p``)."""
+    return x.reshape(p, x.size // p)
+
+
+@njit(cache=True, nogil=True)
+def fold_f32(op, r, rows):
+    """``r = r op rows[0] op rows[1] ...`` in order; ``rows`` (K, M) contiguous, ``r`` (M,)."""
+    for j in range(rows.shape[0]):
+        r = alu.binary_f32(op, r, rows[j])
+    return r
+
+
+@njit(cache=True, nogil=True)
+def fold_i64(op, r, rows):
+    """Exact integer version of :func:`fold_f32`."""
+    for j in range(rows.shape[0]):
+        r = alu.binary_i64(op, r, rows[j], 32)
+    return r
+
+
+@njit(cache=True, nogil=True)
+def _columns(x):
+    """(M, R) → contiguous (R, M): the fold runs over the reduced elements, vectorised over
+    the M kept positions."""
+    return np.ascontiguousarray(x.T)
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_reduce(H, S, PS, irow, frow, L):
+    """dst = fold(op) of data over its last ``reduced`` elements per group.
+
+    ints: op, negate, int_math, reduced."""
+    op, neg, im, red = irow[2], irow[3], irow[4], irow[5]
+    if im == 1:
+        xi = load_i64(H, S, PS, irow, OP1, L)
+        ci = _columns(xi.reshape(xi.size // red, red))
+        store_i64(H, S, PS, irow, OP0, L, fold_i64(op, ci[0].copy(), ci[1:]))
+        return 0
+    x = load_f32(H, S, PS, irow, OP1, L)
+    c = _columns(x.reshape(x.size // red, red))
+    y = fold_f32(op, c[0].copy(), c[1:])
+    if op >= alu.LAND and op <= alu.LXOR:   # a single element is not yet 0/1
+        y = (y != np.float32(0.0)).astype(np.float32)
+    if neg == 1:
+        y = y * np.float32(-1.0)
+    store_f32(H, S, PS, irow, OP0, L, y)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_partition_reduce(H, S, PS, irow, frow, L):
+    """dst[0, :] = fold(op) of data over partitions (average: sum / P).
+
+    ints: op, int_math, partitions."""
+    op, im, p = irow[2], irow[3], irow[4]
+    if im == 1:
+        xi = _rows(load_i64(H, S, PS, irow, OP1, L), p)
+        store_i64(H, S, PS, irow, OP0, L, fold_i64(op, xi[0].copy(), xi[1:]))
+        return 0
+    x = _rows(load_f32(H, S, PS, irow, OP1, L), p)
+    if op == alu.AVERAGE:
+        y = fold_f32(alu.ADD, x[0].copy(), x[1:]) / np.float32(p)
+    else:
+        y = fold_f32(op, x[0].copy(), x[1:])
+    store_f32(H, S, PS, irow, OP0, L, y)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _identity(op):
+    if op == alu.MUL:
+        return np.float32(1.0)
+    if op == alu.MAX:
+        return np.float32(-np.inf)
+    if op == alu.MIN:
+        return np.float32(np.inf)
+    return np.float32(0.0)
+
+
+@njit(cache=True, nogil=True)
+def _per_partition_value(H, S, PS, irow, frow, base, imm_index, is_tile, p, L):
+    """A [P,1] tile operand as a (P,) array, or an immediate broadcast to (P,)."""
+    if is_tile == 1:
+        return load_f32(H, S, PS, irow, base, L).ravel()[:p].copy()
+    return np.full(p, np.float32(frow[imm_index]), np.float32)
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_scalar_reduce(H, S, PS, irow, frow, L):
+    """dst = data op0 operand0; VectorE registers updated by reduce_cmd with reduce_op.
+
+    ints: op0, reverse0, operand0_is_tile, reduce_op, reduce_cmd, has_res, negate,
+    init_is_tile, partitions. floats: imm0, init."""
+    op0, rev0, t0, rop, cmd = irow[2], irow[3], irow[4], irow[5], irow[6]
+    has_res, neg, tinit, p = irow[7], irow[8], irow[9], irow[10]
+    x = _rows(load_f32(H, S, PS, irow, OP1, L), p)
+    s = _per_partition_value(H, S, PS, irow, frow, OP2, 0, t0, p, L).reshape(p, 1)
+    y = np.empty_like(x)
+    y[...] = alu.binary_f32(op0, s, x) if rev0 == 1 else alu.binary_f32(op0, x, s)
+    store_f32(H, S, PS, irow, OP0, L, y)
+    regs = PS.view(np.float32)[-VECTOR_ACC_FROM_END:][:p]
+    if cmd == RESET or cmd == RESET_REDUCE:
+        regs[:] = _identity(rop)
+    elif cmd == LOAD_REDUCE:
+        regs[:] = _per_partition_value(H, S, PS, irow, frow, OP4, 1, tinit, p, L)
+    if cmd == REDUCE or cmd == RESET_REDUCE or cmd == LOAD_REDUCE:
+        regs[:] = fold_f32(rop, regs.copy(), _columns(y))
+    if has_res == 1:
+        out = regs.copy()
+        if neg == 1:
+            out = out * np.float32(-1.0)
+        store_f32(H, S, PS, irow, OP3, L, out)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _moments(x, out, k):
+    """(count, mean, sum of squared deviations) of the rows of ``x`` into out[:, k:k+3]."""
+    c = x.shape[1]
+    cols = _columns(x)
+    zero = np.zeros(x.shape[0], np.float32)
+    m = fold_f32(alu.ADD, zero, cols) / np.float32(max(c, 1))
+    dev = cols - m
+    out[:, k] = np.float32(c)
+    out[:, k + 1] = m
+    out[:, k + 2] = fold_f32(alu.ADD, zero, dev * dev)
+
+
+@helper
+@njit(cache=True, nogil=True)
+def bn_stats(H, S, PS, irow, frow, L):
+    """dst[p] = moments of data[p, 0::2], then of data[p, 1::2]. ints: partitions."""
+    x = _rows(load_f32(H, S, PS, irow, OP1, L), irow[2])
+    out = np.empty((x.shape[0], 6), np.float32)
+    _moments(x[:, 0::2], out, 0)
+    _moments(x[:, 1::2], out, 3)
+    store_f32(H, S, PS, irow, OP0, L, out)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def bn_aggr(H, S, PS, irow, frow, L):
+    """dst[p] = (mean, variance) of k (count, mean, var*count) triples. ints: partitions."""
+    p = irow[2]
+    x = _rows(load_f32(H, S, PS, irow, OP1, L), p)
+    k = x.shape[1] // 3
+    t = x.reshape(p, k, 3)
+    cnt, mu, m2 = _columns(t[:, :, 0]), _columns(t[:, :, 1]), _columns(t[:, :, 2])
+    zero = np.zeros(p, np.float32)
+    n = np.maximum(fold_f32(alu.ADD, zero, cnt), np.float32(1.0))   # n = 0 gives (0, 0)
+    mean = fold_f32(alu.ADD, zero, cnt * mu) / n
+    dev = mu - mean
+    out = np.empty((p, 2), np.float32)
+    out[:, 0] = mean
+    out[:, 1] = fold_f32(alu.ADD, zero, m2 + cnt * dev * dev) / n
+    store_f32(H, S, PS, irow, OP0, L, out)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_tensor_scan(H, S, PS, irow, frow, L):
+    """r[i] = op1(op0(data0[i], r[i-1]), data1[i]) per partition, r[-1] = initial.
+
+    ints: op0, op1, reverse0, reverse1, partitions, initial_is_tile. floats: initial."""
+    op0, op1, rev0, rev1, p, tinit = irow[2], irow[3], irow[4], irow[5], irow[6], irow[7]
+    a = _columns(_rows(load_f32(H, S, PS, irow, OP1, L), p))
+    b = _columns(_rows(load_f32(H, S, PS, irow, OP2, L), p))
+    r = _per_partition_value(H, S, PS, irow, frow, OP3, 0, tinit, p, L)
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        t = alu.binary_f32(op0, r, a[i]) if rev0 == 1 else alu.binary_f32(op0, a[i], r)
+        r = alu.binary_f32(op1, b[i], t) if rev1 == 1 else alu.binary_f32(op1, t, b[i])
+        out[i] = r
+    store_f32(H, S, PS, irow, OP0, L, _columns(out))
+    return 0
+
+
+# ----- references: independent numpy oracles (float64 where the op is not exact) ------------
+
+def reference_tensor_reduce(op, data, naxes, negate=False):
+    """Oracle: reduce the last ``naxes`` dims of ``data`` (host array) with ALU ``op``.
+
+    Arithmetic ops fold in fp32 in element order (``np.add.reduce`` would sum pairwise);
+    integer bit operations use numpy's exact reductions."""
+    op = int(op)
+    x = np.asarray(data)
+    lead = x.shape[:x.ndim - naxes]
+    if op in (21, 22, 23):
+        ufunc = {21: np.bitwise_and, 22: np.bitwise_or, 23: np.bitwise_xor}[op]
+        return ufunc.reduce(x.reshape(lead + (-1,)), axis=-1)
+    flat = x.astype(np.float32).reshape(lead + (-1,))
+    if op in (18, 19, 20):
+        nz = flat != 0
+        red = {18: np.all, 19: np.any}.get(op)
+        res = red(nz, axis=-1) if red else (np.sum(nz, axis=-1) % 2 == 1)
+        return res.astype(np.float32)
+    ufunc = {1: np.add, 2: np.subtract, 3: np.multiply, 5: np.maximum, 6: np.minimum}[op]
+    acc = flat[..., 0].copy()
+    for j in range(1, flat.shape[-1]):
+        acc = ufunc(acc, flat[..., j]).astype(np.float32)
+    return -acc if negate else acc
+
+
+def reference_bn_stats(data):
+    """Oracle (float64): [count, mean, var*count] of even then odd elements per row."""
+    x = np.asarray(data, np.float64).reshape(len(data), -1)
+    cols = []
+    for part in (x[:, 0::2], x[:, 1::2]):
+        c = part.shape[1]
+        m = part.mean(axis=1) if c else np.zeros(len(x))
+        cols += [np.full(len(x), c), m, ((part - m[:, None]) ** 2).sum(axis=1)]
+    return np.stack(cols, axis=1)
+
+
+def reference_bn_aggr(stats):
+    """Oracle (float64): (mean, var) from concatenated (count, mean, var*count) triples."""
+    t = np.asarray(stats, np.float64).reshape(len(stats), -1, 3)
+    n = t[:, :, 0].sum(axis=1)
+    mean = (t[:, :, 0] * t[:, :, 1]).sum(axis=1) / n
+    m2 = (t[:, :, 2] + t[:, :, 0] * (t[:, :, 1] - mean[:, None]) ** 2).sum(axis=1)
+    return np.stack([mean, m2 / n], axis=1)
+
+
+def reference_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False):
+    """Oracle (fp32, element by element) for tensor_tensor_scan on [P, N] host arrays."""
+    fns = {1: np.add, 2: np.subtract, 3: np.multiply, 5: np.maximum, 6: np.minimum}
+    f0, f1 = fns[int(op0)], fns[int(op1)]
+    a = np.asarray(data0, np.float32).reshape(len(data0), -1)
+    b = np.asarray(data1, np.float32).reshape(len(data1), -1)
+    r = np.broadcast_to(np.asarray(initial, np.float32).reshape(-1), (len(a),)).copy()
+    out = np.empty_like(a)
+    for i in range(a.shape[1]):
+        t = f0(r, a[:, i]) if reverse0 else f0(a[:, i], r)
+        r = (f1(b[:, i], t) if reverse1 else f1(t, b[:, i])).astype(np.float32)
+        out[:, i] = r
+    return out
+
+
+# ----- encoders -------------------------------------------------------------------------------
+
+@emitter(Opcode.TENSOR_REDUCE, tensor_reduce, reference_tensor_reduce)
+def encode_tensor_reduce(ins, w, ops):
+    w.ints(int(ins.attr("op")), int(ins.attr("negate")), int(ins.attr("int_math")),
+           int(ins.attr("reduced")))
+    w.operand(ops["dst"]).operand(ops["data"])
+
+
+@emitter(Opcode.TENSOR_PARTITION_REDUCE, tensor_partition_reduce)
+def encode_tensor_partition_reduce(ins, w, ops):
+    w.ints(int(ins.attr("op")), int(ins.attr("int_math")), int(ins.attr("parts")))
+    w.operand(ops["dst"]).operand(ops["data"])
+
+
+@emitter(Opcode.TENSOR_SCALAR_REDUCE, tensor_scalar_reduce)
+def encode_tensor_scalar_reduce(ins, w, ops):
+    w.ints(int(ins.attr("op0")), int(ins.attr("reverse0")), int("operand0" in ops),
+           int(ins.attr("reduce_op")), int(ins.attr("reduce_cmd")), int("reduce_res" in ops),
+           int(ins.attr("negate")), int("reduce_init" in ops), int(ins.attr("parts")))
+    w.floats(float(ins.attr("imm0") or 0.0), float(ins.attr("init") or 0.0))
+    w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("operand0"))
+    w.operand(ops.get("reduce_res")).operand(ops.get("reduce_init"))
+
+
+@emitter(Opcode.BN_STATS, bn_stats, reference_bn_stats)
+def encode_bn_stats(ins, w, ops):
+    w.ints(int(ins.attr("parts"))).operand(ops["dst"]).operand(ops["data"])
+
+
+@emitter(Opcode.BN_AGGR, bn_aggr, reference_bn_aggr)
+def encode_bn_aggr(ins, w, ops):
+    w.ints(int(ins.attr("parts"))).operand(ops["dst"]).operand(ops["data"])
+
+
+@emitter(Opcode.TENSOR_TENSOR_SCAN, tensor_tensor_scan, reference_scan)
+def encode_tensor_tensor_scan(ins, w, ops):
+    w.ints(int(ins.attr("op0")), int(ins.attr("op1")), int(ins.attr("reverse0")),
+           int(ins.attr("reverse1")), int(ins.attr("parts")), int("initial" in ops))
+    w.floats(float(ins.attr("initial") or 0.0))
+    w.operand(ops["dst"]).operand(ops["data0"]).operand(ops["data1"])
+    w.operand(ops.get("initial"))
+

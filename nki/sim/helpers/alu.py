@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from nki.sim import transcend
+
 BYPASS, ADD, SUB, MUL, DIV, MAX, MIN, POW, MOD, FMOD, ABSMAX, ABSMIN = range(12)
 EQ, NE, GT, GE, LT, LE, LAND, LOR, LXOR = range(12, 21)
 BAND, BOR, BXOR, SHL, SHR = range(21, 26)
@@ -162,14 +164,26 @@ def unary_f32(op, a):
         return np.float32(1.0) / a
     if op == SQUARE:
         return a * a
-    if op == RELU:
-        return np.maximum(a, np.float32(0.0))
+    if op == RELU:   # explicit select: max(-0.0, 0.0) differs between numpy and Numba
+        out = np.empty_like(a)
+        fa, fo = a.ravel(), out.ravel()
+        for i in range(fa.size):
+            fo[i] = fa[i] if fa[i] > np.float32(0.0) else np.float32(0.0)
+        return out
     if op == LNOT:
         return _f(a == 0)
     if op == SQRT:
         return np.sqrt(a)
-    if op == SIGN:
-        return np.sign(a)
+    if op == SIGN:   # sign(±0) = +0 on both backends
+        out = np.empty_like(a)
+        fa, fo = a.ravel(), out.ravel()
+        for i in range(fa.size):
+            x = fa[i]
+            fo[i] = np.float32(1.0) if x > 0 else (np.float32(-1.0) if x < 0 else
+                                                   (x if x != x else np.float32(0.0)))
+        return out
+    if op == EXP:
+        return transcend.exp(np.ascontiguousarray(a))
     return a.copy()
 
 

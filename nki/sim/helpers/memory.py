@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from nki.sim import numerics as nm
-from nki.sim.layout import NSLOTS, O_COEF, O_COUNT, O_DTYPE, O_OFF, O_SPACE, O_STRIDE
+from nki.sim.layout import NSLOTS, O_COEF, O_COUNT, O_DTYPE, O_OFF, O_PARTS, O_SPACE, O_STRIDE
 
 # dtype codes (nki.ir.types); repeated as literals so numba sees compile-time constants
 F32, BF16, F16, TF32, E4M3, E5M2, E4M3FN = 0, 1, 2, 3, 4, 5, 6
@@ -51,16 +51,10 @@ def element_offset(irow, base, L):
 
 @njit(cache=True, nogil=True)
 def shape_of(irow, base):
-    """(partitions, elements per partition) of an operand: dims 0-3 padded, dim 4 innermost.
-
-    The partition dim is the first dim whose count is not a padding 1, or the last dim."""
+    """(partitions, elements per partition) of an operand."""
     c = irow[base + O_COUNT:base + O_COUNT + 5]
     n = c[0] * c[1] * c[2] * c[3] * c[4]
-    p = 1
-    for k in range(5):
-        if c[k] != 1 or k == 4:
-            p = c[k]
-            break
+    p = irow[base + O_PARTS]
     return p, n // p
 
 

@@ -34,13 +34,21 @@ C_SIGNATURE = types.int64(
 
 def helper(fn: Callable) -> Callable:
     """Register a compiled helper; returns it unchanged. Its id is ``helper_id(fn)``."""
+    name = fn.__name__ if hasattr(fn, "__name__") else fn.py_func.__name__
+    if name in _NAMES:
+        raise RuntimeError(f"two simulator helpers named {name!r}: names identify helpers in "
+                           "cached programs and must be unique")
     _IMPLS.append(fn)
-    _NAMES.append(fn.__name__ if hasattr(fn, "__name__") else fn.py_func.__name__)
+    _NAMES.append(name)
     return fn
 
 
 def helper_id(fn: Callable) -> int:
     return _IMPLS.index(fn)
+
+
+def helper_id_by_name(name: str) -> int:
+    return _NAMES.index(name)
 
 
 def helper_name(hid: int) -> str:
@@ -61,12 +69,15 @@ def _entry(hid: int):
     processes, so every process would recompile every entry (seconds each)."""
     import hashlib
     import importlib.util
+    import inspect
     import sys
 
     from nki.sim.compile import source_dir
 
     impl = _IMPLS[hid]
+    module_src = inspect.getsource(sys.modules[impl.py_func.__module__])
     text = "\n".join([
+        f"# helper source {hashlib.sha256(module_src.encode()).hexdigest()[:16]}",
         "from numba import carray, cfunc",
         "from nki.sim.helpers.registry import C_SIGNATURE",
         f"from {impl.py_func.__module__} import {_NAMES[hid]} as impl",

@@ -1,0 +1,68 @@
+"""The on-disk program cache: warm processes do not trace; stale or corrupt entries rebuild."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+KERNEL = textwrap.dedent('''
+    import sys
+    import numpy as np
+    import nki, nki.language as nl, nki.isa as nisa
+
+    FACTOR = {factor}
+
+    def scale(tile):
+        print("TRACED", file=sys.stderr)
+        nisa.tensor_scalar(dst=tile, data=tile, op0=nl.multiply, operand0=FACTOR)
+
+    @nki.jit
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        scale(t)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    print(float(kern(np.ones((128, 4), np.float32))[0, 0]))
+''')
+
+
+def _run(tmp: Path, factor: float) -> tuple[str, str]:
+    (tmp / "kmod.py").write_text(KERNEL.format(factor=factor))
+    env = {**os.environ, "NKI_CACHE_DIR": str(tmp / "cache"), "PYTHONPATH": str(tmp)}
+    r = subprocess.run([sys.executable, str(tmp / "kmod.py")], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip(), r.stderr
+
+
+def test_warm_process_loads_without_tracing(tmp_path):
+    out, err = _run(tmp_path, 3.0)
+    assert out == "3.0" and "TRACED" in err
+    out, err = _run(tmp_path, 3.0)
+    assert out == "3.0" and "TRACED" not in err
+
+
+def test_changed_global_makes_entry_stale(tmp_path):
+    _run(tmp_path, 3.0)
+    out, err = _run(tmp_path, 5.0)     # FACTOR changed: the key alone cannot see it
+    assert out == "5.0" and "TRACED" in err
+
+
+def test_corrupt_entry_is_rebuilt(tmp_path):
+    _run(tmp_path, 2.0)
+    for entry in (tmp_path / "cache" / "specs").glob("*.pkl"):
+        entry.write_bytes(b"not a pickle")
+    out, err = _run(tmp_path, 2.0)
+    assert out == "2.0" and "TRACED" in err
+
+
+def test_cache_dir_is_private(tmp_path):
+    _run(tmp_path, 1.0)
+    mode = (tmp_path / "cache" / "specs").stat().st_mode & 0o777
+    assert mode & 0o077 == 0
