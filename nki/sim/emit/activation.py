@@ -14,6 +14,7 @@ from numba import njit
 from nki.ir.ops import Act, Opcode, ReduceCmd
 from nki.sim import transcend as tr
 from nki.sim.emit import emitter
+from nki.sim.helpers import alu
 from nki.sim.helpers.memory import element_offset, load_f32, store_f32
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import SCALAR_ACC_FROM_END, operand_base
@@ -109,10 +110,7 @@ def apply_act(code, z):
 def _row_sums(start, y, first):
     """Per row: ``start + y[:, first] + y[:, first+1] + ...``, one fp32 addition per element
     in free-dim order (the engine streams along the free dim)."""
-    acc = start.copy()
-    for j in range(first, y.shape[1]):
-        acc += y[:, j]
-    return acc
+    return alu.fold_rows_f32(alu.ADD, start, y[:, first:])
 
 
 @njit(cache=True, nogil=True)
@@ -144,16 +142,19 @@ def activation(H, S, PS, irow, frow, L):
     # reshape with the partition count the rule checked: shape_of cannot tell a 1-partition
     # operand's partition dim from padding
     z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)
+    # column ops run as explicit loops (Numba's broadcasting array expressions are 4-8x slower)
     if use_scale == 1:
         if t_scale == 1:
-            z = z * load_f32(H, S, PS, irow, SCALE, L).reshape(P, 1)
+            z = alu.binary_col_f32(alu.MUL, z, load_f32(H, S, PS, irow, SCALE, L).reshape(P, 1),
+                                   False)
         else:
-            z = z * np.float32(frow[0])
+            z = alu.binary_col_f32(alu.MUL, z, np.full((1, 1), np.float32(frow[0])), False)
     if use_bias == 1:
         if t_bias == 1:
-            z = z + load_f32(H, S, PS, irow, BIAS, L).reshape(P, 1)
+            z = alu.binary_col_f32(alu.ADD, z, load_f32(H, S, PS, irow, BIAS, L).reshape(P, 1),
+                                   False)
         else:
-            z = z + np.float32(frow[1])
+            z = alu.binary_col_f32(alu.ADD, z, np.full((1, 1), np.float32(frow[1])), False)
     y = apply_act(act, z)
     store_f32(H, S, PS, irow, DST, L, y)
     if cmd == RESET or cmd == REDUCE or cmd == RESET_REDUCE or has_res == 1:

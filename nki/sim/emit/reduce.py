@@ -68,8 +68,12 @@ def tensor_reduce(H, S, PS, irow, frow, L):
         store_i64(H, S, PS, irow, OP0, L, fold_i64(op, ci[0].copy(), ci[1:]))
         return 0
     x = load_f32(H, S, PS, irow, OP1, L)
-    c = _columns(x.reshape(x.size // red, red))
-    y = fold_f32(op, c[0].copy(), c[1:])
+    g = x.reshape(x.size // red, red)
+    if op == alu.ADD or op == alu.SUB or op == alu.MUL or op == alu.MAX or op == alu.MIN:
+        y = alu.fold_rows_f32(op, g[:, 0], g[:, 1:])
+    else:
+        c = _columns(g)
+        y = fold_f32(op, c[0].copy(), c[1:])
     if op >= alu.LAND and op <= alu.LXOR:   # a single element is not yet 0/1
         y = (y != np.float32(0.0)).astype(np.float32)
     if neg == 1:

@@ -214,3 +214,53 @@ def binary_i64(op, a, b, width):
     if op == MIN:
         return np.minimum(a, b)
     return a.copy()
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scalar(op, a, b):
+    if op == ADD:
+        return a + b
+    if op == SUB:
+        return a - b
+    if op == MUL:
+        return a * b
+    if op == MAX:
+        return _max(a, b)
+    return _min(a, b)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def fold_rows_f32(op, start, y):
+    """Per row ``p``: ``start[p] op y[p, 0] op y[p, 1] ...`` in order (fp32), for add, subtract,
+    multiply, maximum, minimum. Eight rows advance together: each row's chain stays in order
+    (bit-exact, both backends), but the chains overlap in the pipeline (measured 18 µs vs
+    71 µs one row at a time, and 330 µs with a vector op per column)."""
+    P, N = y.shape
+    acc = start.astype(np.float32)
+    p = 0
+    while p + 8 <= P:
+        s0, s1, s2, s3 = acc[p], acc[p + 1], acc[p + 2], acc[p + 3]
+        s4, s5, s6, s7 = acc[p + 4], acc[p + 5], acc[p + 6], acc[p + 7]
+        for j in range(N):
+            s0 = _scalar(op, s0, y[p, j])
+            s1 = _scalar(op, s1, y[p + 1, j])
+            s2 = _scalar(op, s2, y[p + 2, j])
+            s3 = _scalar(op, s3, y[p + 3, j])
+            s4 = _scalar(op, s4, y[p + 4, j])
+            s5 = _scalar(op, s5, y[p + 5, j])
+            s6 = _scalar(op, s6, y[p + 6, j])
+            s7 = _scalar(op, s7, y[p + 7, j])
+        acc[p], acc[p + 1], acc[p + 2], acc[p + 3] = s0, s1, s2, s3
+        acc[p + 4], acc[p + 5], acc[p + 6], acc[p + 7] = s4, s5, s6, s7
+        p += 8
+    for q in range(p, P):
+        s = acc[q]
+        for j in range(N):
+            s = _scalar(op, s, y[q, j])
+        acc[q] = s
+    return acc
+
+
+def foldable(op: int) -> bool:
+    """Whether :func:`fold_rows_f32` implements ``op``."""
+    return op in (ADD, SUB, MUL, MAX, MIN)

@@ -70,14 +70,50 @@ def strided(typed, off, irow, base):
 
 
 @njit(cache=True, nogil=True)
+def _rows_layout(irow, base):
+    """(rows, row stride, row length) when the operand is rows of contiguous elements (the
+    common case: a partition range × a contiguous free range), else (0, 0, 0)."""
+    c = irow[base + O_COUNT:base + O_COUNT + 5]
+    s = irow[base + O_STRIDE:base + O_STRIDE + 5]
+    if s[4] != 1 or c[1] != 1 or c[2] != 1:
+        return 0, 0, 0
+    if c[3] == 1:
+        return c[0], s[0], c[4]
+    if c[0] == 1:
+        return c[3], s[3], c[4]
+    return 0, 0, 0
+
+
+@njit(cache=True, nogil=True)
 def gather(typed, off, irow, base, P, N):
     """Contiguous (P, N) copy of an operand in its storage dtype."""
+    rows, stride, n = _rows_layout(irow, base)
+    if rows > 0:
+        # per-row views indexed by range(): Numba then knows indices are non-negative and
+        # vectorises the copy (14 µs for 512 KiB, vs 37-47 µs for slice assignment or the
+        # 5-D strided view, which check for negative-index wraparound)
+        out = np.empty((rows, n), typed.dtype)
+        for r in range(rows):
+            src = typed[off + r * stride:off + r * stride + n]
+            dst = out[r]
+            for i in range(n):
+                dst[i] = src[i]
+        return out.reshape(P, N)
     return strided(typed, off, irow, base).copy().reshape(P, N)
 
 
 @njit(cache=True, nogil=True)
 def scatter(typed, off, irow, base, values):
     """Write a contiguous array (any shape with the operand's element count) to an operand."""
+    rows, stride, n = _rows_layout(irow, base)
+    if rows > 0:
+        flat = values.ravel()
+        for r in range(rows):
+            dst = typed[off + r * stride:off + r * stride + n]
+            src = flat[r * n:(r + 1) * n]
+            for i in range(n):
+                dst[i] = src[i]
+        return
     v = strided(typed, off, irow, base)
     v[...] = values.reshape(v.shape)
 
