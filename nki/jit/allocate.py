@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nki.errors import NkiCapacityError, fail
-from nki.ir.nodes import Instr, Program, TensorDecl, walk
+from nki.ir.nodes import Instr, Program, RecordedLoop, TensorDecl
 from nki.ir.target import Target
 from nki.ir.types import Memory
 
@@ -22,16 +22,39 @@ SBUF_ALIGN = 4
 
 
 def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
-    """First and last statement index (in unrolled order) that touch each tensor."""
+    """First and last statement index (in unrolled order) that touch each tensor.
+
+    A tensor used inside a loop that it was created before stays live until that loop ends
+    (as a compiler keeps a loop-invariant value): freeing it after its last use in the last
+    iteration would hand its bytes to that iteration's tiles, so the last iteration would be
+    laid out differently and could not be folded with the others."""
     ranges: dict[int, tuple[int, int]] = {}
-    index = 0
-    for stmt, _ in walk(program.body):
-        if not isinstance(stmt, Instr):
-            continue
-        for _, acc, _ in stmt.accesses():
-            lo, hi = ranges.get(acc.tensor, (index, index))
-            ranges[acc.tensor] = (min(lo, index), max(hi, index))
-        index += 1
+    loops_at: list[tuple[int, ...]] = []     # per instruction: the loops around it
+    spans: list[list[int]] = []              # per loop: [first, last] instruction index
+    counter = [0]
+
+    def visit(stmts, stack: tuple[int, ...]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, RecordedLoop):
+                spans.append([counter[0], counter[0]])
+                inner = stack + (len(spans) - 1,)
+                for it in stmt.iterations:
+                    visit(it, inner)
+                spans[inner[-1]][1] = counter[0] - 1
+            elif isinstance(stmt, Instr):
+                index = counter[0]
+                for _, acc, _ in stmt.accesses():
+                    lo, hi = ranges.get(acc.tensor, (index, index))
+                    ranges[acc.tensor] = (min(lo, index), max(hi, index))
+                loops_at.append(stack)
+                counter[0] += 1
+
+    visit(program.body, ())
+    for tid, (lo, hi) in ranges.items():
+        for loop in loops_at[hi]:
+            if spans[loop][0] > lo:
+                hi = max(hi, spans[loop][1])
+        ranges[tid] = (lo, hi)
     return ranges
 
 
