@@ -98,6 +98,8 @@ CATALOG: dict[str, str] = {
     "nki_bad_kernel_argument": "a kernel argument is not an array NKI can take",
     "nki_accumulate_uninitialized": "accumulate=True on PSUM never written by a matmul",
     "nki_lnc_degree": "the LNC launch degree is not supported",
+    "nki_unsupported_on_target": "the instruction or option is not available on the target "
+    "NeuronCore generation",
 }
 
 

@@ -1,5 +1,7 @@
 """``nki.language`` (``nl``): the public language namespace of the current NKI dialect."""
 
+from nki.ir.ops import Act as _Act
+from nki.ir.ops import Alu as _Alu
 from nki.ir.types import BFLOAT16 as bfloat16
 from nki.ir.types import BOOL as bool_
 from nki.ir.types import FLOAT4_E2M1FN_X4 as float4_e2m1fn_x4
@@ -46,12 +48,13 @@ from nki.lang.iterators import (
 )
 from nki.lang.math import OPERATORS as _OPERATORS
 from nki.lang.matmul import NL_EXPORTS as _MATMUL_NL
+from nki.lang.operators import token as _token
 from nki.lang.reduce import NL_EXPORTS as _REDUCE_NL
 from nki.lang.select import NL_EXPORTS as _SELECT_NL
 from nki.lang.tensor import NkiTensor
 from nki.lang.tile_size import tile_size
 
-globals().update(_OPERATORS)
+globals().update({k: v for k, v in _OPERATORS.items() if k != "copy"})
 globals().update(_MATMUL_NL)
 globals().update(_REDUCE_NL)
 globals().update(_SELECT_NL)
@@ -73,6 +76,31 @@ def is_hbm(x) -> bool:
 
 def is_on_chip(x) -> bool:
     return is_sbuf(x) or is_psum(x)
+
+
+class _FloatInfo:
+    """``nl.fp32.min`` / ``nl.bfp16.min``: the most negative finite value of the format."""
+
+    def __init__(self, min_value: float, max_value: float):
+        self.min, self.max = min_value, max_value
+
+
+fp32 = _FloatInfo(-3.4028234663852886e38, 3.4028234663852886e38)   # bits 0xff7fffff
+bfp16 = _FloatInfo(-3.3895313892515355e38, 3.3895313892515355e38)  # bits 0xff7f
+
+
+@_token(alu=_Alu.bypass, act=_Act.copy)   # also the activation/ALU pass-through operator
+def copy(x, dtype=None):
+    """A new SBUF tile equal to ``x`` (VectorE ``tensor_copy``: bit-exact when dtypes match).
+
+    Example:
+        >>> y = nl.copy(t)   # doctest: +SKIP
+    """
+    from nki.lang.vector import tensor_copy
+
+    out = ndarray(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
+    tensor_copy(dst=out, src=x)
+    return out
 
 
 class NKIObject:

@@ -54,11 +54,15 @@ def _feed_code(h, code: types.CodeType) -> None:
             h.update(repr(c).encode())
 
 
+IGNORED = "-"   # a value that cannot change what a trace produces (a module, a class)
+
+
 def value_hash(value, depth: int = 0) -> str | None:
-    """A stable hash of a global's or closure cell's value, or None when it cannot matter or
-    cannot be hashed (modules, classes, arbitrary objects)."""
-    if isinstance(value, (types.ModuleType, type)):
-        return None
+    """A stable hash of a global's or closure cell's value; ``IGNORED`` for modules and
+    classes; None when it cannot be hashed (an arbitrary object), which makes the trace
+    uncacheable rather than risk a stale hit."""
+    if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType)):
+        return IGNORED
     if isinstance(value, types.FunctionType):
         # functions made by one factory share code: tell them apart by name and closure
         parts = [code_hash(value.__code__), value.__module__, value.__qualname__,
@@ -66,15 +70,32 @@ def value_hash(value, depth: int = 0) -> str | None:
         if depth < 3:
             parts += [str(value_hash(c.cell_contents, depth + 1))
                       for c in value.__closure__ or ()]
-        return "fn:" + hashlib.sha256("|".join(parts).encode()).hexdigest()
+        return "fn:" + _sha(parts)
+    if isinstance(getattr(value, "fn", None), types.FunctionType):
+        return value_hash(value.fn, depth)                 # an nki Kernel
     if isinstance(value, enum.Enum):
-        return "enum:" + hashlib.sha256(repr(value).encode()).hexdigest()
+        return "enum:" + _sha([repr(value)])
     if isinstance(value, np.ndarray):
         return "nd:" + hashlib.sha256(np.ascontiguousarray(value).tobytes() +
                                       repr((value.shape, str(value.dtype))).encode()).hexdigest()
-    if isinstance(value, (int, float, str, bytes, bool, type(None), tuple, frozenset)):
-        return "v:" + hashlib.sha256(repr(value).encode()).hexdigest()
+    if isinstance(value, (int, float, str, bytes, bool, type(None))):
+        return "v:" + _sha([repr(value)])
+    if isinstance(value, (tuple, list, frozenset, set)) and depth < 4:
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return _combine(type(value).__name__, [value_hash(v, depth + 1) for v in items])
+    if isinstance(value, dict) and depth < 4:
+        return _combine("dict", [value_hash((k, v), depth + 1) for k, v in value.items()])
     return None
+
+
+def _sha(parts) -> str:
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
+def _combine(kind: str, hashes: list) -> str | None:
+    if any(h is None for h in hashes):
+        return None
+    return f"{kind}:" + _sha(hashes)
 
 
 class DependencyRecorder:
@@ -87,6 +108,7 @@ class DependencyRecorder:
         self.globals: dict[tuple[str, str], str | None] = {}
         self._seen: set[int] = set()
         self._previous = None
+        self.cacheable = True   # False once the trace read a value we cannot re-check
 
     def __enter__(self) -> DependencyRecorder:
         self._previous = sys.getprofile()
@@ -110,7 +132,10 @@ class DependencyRecorder:
         self.functions[(module, qual)] = code_hash(code)
         for name in code.co_names:
             if name in frame.f_globals:
-                self.globals[(module, name)] = value_hash(frame.f_globals[name])
+                h = value_hash(frame.f_globals[name])
+                if h is None:
+                    self.cacheable = False
+                self.globals[(module, name)] = h
 
     def snapshot(self) -> dict:
         return {"functions": dict(self.functions), "globals": dict(self.globals)}
@@ -140,7 +165,7 @@ def dependencies_hold(deps: dict) -> bool:
             return False
     for (module, name), h in deps["globals"].items():
         mod = sys.modules.get(module)
-        if mod is None or (h is not None and value_hash(mod.__dict__.get(name)) != h):
+        if mod is None or (h != IGNORED and value_hash(mod.__dict__.get(name)) != h):
             return False
     return True
 
@@ -195,12 +220,16 @@ class ProgramCache:
             tmp.unlink(missing_ok=True)
 
 
-def spec_key(fn, arg_signature: tuple, lnc: int, settings) -> str:
+def spec_key(fn, arg_signature: tuple, lnc: int, settings) -> str | None:
+    """The entry key, or None when the kernel closes over a value that cannot be hashed."""
     h = hashlib.sha256()
     for part in (str(_FORMAT), nki_digest(), fn.__module__, fn.__qualname__, code_hash(fn.__code__),
                  repr(arg_signature), str(lnc), repr(settings)):
         h.update(part.encode())
         h.update(b"\0")
     for cell in fn.__closure__ or ():
-        h.update(str(value_hash(cell.cell_contents)).encode())
+        cell_hash = value_hash(cell.cell_contents)
+        if cell_hash is None:
+            return None
+        h.update(cell_hash.encode())
     return h.hexdigest()[:40]

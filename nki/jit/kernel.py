@@ -102,8 +102,8 @@ class Kernel:
         spec = self._cache.get(key)
         if spec is not None:
             return spec
-        disk = ProgramCache(settings.cache_dir) if settings.cache else None
-        disk_key = spec_key(self.fn, signature, self._lnc, settings) if disk else ""
+        disk_key = spec_key(self.fn, signature, self._lnc, settings) if settings.cache else None
+        disk = ProgramCache(settings.cache_dir) if disk_key else None
         spec = disk.load(disk_key) if disk else None
         if spec is None:
             target = get_target(settings.target)
@@ -111,7 +111,7 @@ class Kernel:
                 cores = [specialize_core(self.fn, args, kwargs, tensor_args, target, c,
                                          self._lnc, settings) for c in range(self._lnc)]
             spec = Specialization(cores, settings)
-            if disk:
+            if disk and deps.cacheable:
                 disk.store(disk_key, spec, deps.snapshot())
         self._cache[key] = spec
         return spec
@@ -127,7 +127,10 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg]):
     target = get_target(spec.settings.target)
     first = spec.cores[0]
     prog = first.program
-    hbm = np.zeros(dict(prog.meta).get("hbm_bytes", 64) or 64, np.uint8)
+    # HBM is laid out per call: inputs and constants copied in, outputs given the NaN/4
+    # sentinel of never-written memory; internal HBM tensors need nothing (reads of unwritten
+    # bytes were found while tracing)
+    hbm = np.empty(dict(prog.meta).get("hbm_bytes", 64) or 64, np.uint8)
     inputs = [tensor_args[i] for i in sorted(tensor_args)]
     for ta, tid in zip(inputs, first.input_ids):
         _hbm_slice(hbm, prog, tid)[:] = ta.array.reshape(-1).view(np.uint8)
@@ -135,9 +138,8 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg]):
         _hbm_slice(hbm, prog, tid)[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     for tid in first.output_ids:
         decl = prog.tensor(tid)
-        fill = np.full(decl.shape, np.nan if decl.dtype.is_float else 4, np.float64)
-        _hbm_slice(hbm, prog, tid)[:] = fill.astype(decl.dtype.host_dtype()).view(np.uint8) \
-            .reshape(-1)
+        _hbm_slice(hbm, prog, tid).view(decl.dtype.host_dtype())[:] = \
+            np.nan if decl.dtype.is_float else 4
     exes = [Executable(c.generated, spec.settings.backend) for c in spec.cores]
     run_cores(exes, hbm, target)
     like_torch = any(ta.is_torch for ta in inputs)

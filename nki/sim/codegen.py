@@ -39,6 +39,17 @@ class Generated:
     locs: list               # per row: SourceLoc or None
     helpers: list[str]       # per row: helper name (ids are per process; names are stable)
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_compiled", None)   # per-process compiled callables are not pickled
+        return state
+
+    def compiled(self) -> dict:
+        """Per-process cache of this program's compiled callables, by backend."""
+        if "_compiled" not in self.__dict__:
+            self.__dict__["_compiled"] = {}
+        return self.__dict__["_compiled"]
+
     def bind_helpers(self) -> set[int]:
         """Write this process's helper ids into column 0; returns the ids used."""
         load_all()

@@ -61,13 +61,15 @@ def operand_base(index: int) -> int:
 class PhysOperand:
     """A fully placed operand: space, dtype code, affine element offset, five dims."""
 
-    __slots__ = ("space", "code", "offset", "dims", "partitions")
+    __slots__ = ("space", "code", "offset", "dims", "partitions", "real_dims")
 
     def __init__(self, space: int, code: int, offset: Affine, dims):
         self.space, self.code, self.offset = space, code, offset
         self.partitions = dims[0][1] if dims else 1
+        self.real_dims = tuple(dims)
+        # pad after the first dim, so dim 0 is always the partition (or outermost HBM) dim
         pad = MAX_DIMS - len(dims)
-        self.dims = ((0, 1),) * pad + tuple(dims)
+        self.dims = tuple(dims[:1]) + ((0, 1),) * pad + tuple(dims[1:])
 
     def key(self) -> tuple:
         return (self.space, self.code, self.offset, self.dims)

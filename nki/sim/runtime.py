@@ -41,20 +41,24 @@ class Executable:
     addr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
 
     def prepare(self) -> None:
+        """Compile (or load) the program once per process and backend."""
         if self.fn is not None:
             return
-        _ensure_runtime()
         g = self.generated
-        used = g.bind_helpers()
-        if self.backend == "python":
-            ns = {"run_instr": _python_runner()}
-            exec(compile(g.source, f"<nki:{g.name}>", "exec"), ns)
-            self.fn = ns[g.name]
-        else:
-            from nki.sim.compile import compile_source
+        done = g.compiled().get(self.backend)
+        if done is None:
+            _ensure_runtime()
+            used = g.bind_helpers()
+            if self.backend == "python":
+                ns = {"run_instr": _python_runner()}
+                exec(compile(g.source, f"<nki:{g.name}>", "exec"), ns)
+                done = (ns[g.name], np.zeros(1, np.int64))
+            else:
+                from nki.sim.compile import compile_source
 
-            self.fn = compile_source(g.name, g.source)
-            self.addr = addresses(used)
+                done = (compile_source(g.name, g.source), addresses(used))
+            g.compiled()[self.backend] = done
+        self.fn, self.addr = done
 
 
 _ARENAS = threading.local()

@@ -15,7 +15,7 @@ from nki.ir.ops import Act, Opcode, ReduceCmd
 from nki.sim import transcend as tr
 from nki.sim.emit import emitter
 from nki.sim.helpers import alu
-from nki.sim.helpers.memory import element_offset, load_f32, store_f32
+from nki.sim.helpers.memory import element_offset, load_f32, shape_of, store_f32
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import SCALAR_ACC_FROM_END, operand_base
 
@@ -130,17 +130,16 @@ def _update_registers(PS, irow, L, y, cmd, P, row):
     return regs.copy()
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def activation(H, S, PS, irow, frow, L):
     """dst = op(data * scale + bias); optional row sums into the ScalarE registers.
 
     ints: act, reduce_cmd, scale_is_tile, bias_is_tile, use_scale, use_bias, has_reduce_res,
     partitions, data partition stride. floats: scale, bias immediates."""
-    act, cmd, t_scale, t_bias, use_scale, use_bias, has_res, P, row = (
-        irow[2], irow[3], irow[4], irow[5], irow[6], irow[7], irow[8], irow[9], irow[10])
-    # reshape with the partition count the rule checked: shape_of cannot tell a 1-partition
-    # operand's partition dim from padding
+    act, cmd, t_scale, t_bias, use_scale, use_bias, has_res, row = (
+        irow[2], irow[3], irow[4], irow[5], irow[6], irow[7], irow[8], irow[10])
+    P, _ = shape_of(irow, DATA)   # from the operand: row-wise chunks narrow it
     z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)
     # column ops run as explicit loops (Numba's broadcasting array expressions are 4-8x slower)
     if use_scale == 1:

@@ -14,7 +14,7 @@ from nki.sim.layout import operand_base
 DST, SRC = operand_base(0), operand_base(1)
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def dma_copy(H, S, PS, irow, frow, L):
     """Copy src to dst: bit-exact when the dtypes match, else decode → fp32 → encode."""

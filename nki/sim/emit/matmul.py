@@ -164,7 +164,8 @@ def reference_dma_transpose(src, axes=None) -> np.ndarray:
 def _permuted(op: PhysOperand, ndim: int, axes) -> PhysOperand:
     """``op`` read in the order of its dims permuted by ``axes`` (placed dims are plain
     element strides, so the partition dim can move like any other)."""
-    real = op.dims[len(op.dims) - ndim:]
+    real = op.real_dims
+    assert len(real) == ndim
     return PhysOperand(op.space, op.code, op.offset, tuple(real[a] for a in axes))
 
 

@@ -55,7 +55,7 @@ def _columns(x):
     return np.ascontiguousarray(x.T)
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def tensor_reduce(H, S, PS, irow, frow, L):
     """dst = fold(op) of data over its last ``reduced`` elements per group.

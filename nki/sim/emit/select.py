@@ -1,1 +1,609 @@
-"""Helpers, encoders and references for the select instruction family (being written)."""
+"""Select family: ``iota``, ``affine_select``, ``range_select``, ``select_reduce``,
+``tensor_copy_predicated`` (also behind ``nl.where``), ``scalar_tensor_tensor``, ``dropout``,
+``nc_stream_shuffle``, ``max8``, ``nc_find_index8``, ``nc_match_replace8``.
+
+Selections whose inputs share ``dst``'s dtype move raw bit patterns, so they are exact for
+every dtype (NaN payloads, int32 beyond 2^24); the others compute in fp32. ``range_select`` and
+``select_reduce`` max-reduce into the VectorE accumulators at the end of the PSUM arena; lane
+``p`` is partition ``p`` of the instruction's operands (relative to their first partition).
+
+The partition count of every operand is passed as an int attribute: ``shape_of`` cannot tell
+the partition dim of a one-partition tile from its free dims.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from nki.ir.ops import Opcode
+from nki.sim.emit import emitter
+from nki.sim.helpers import alu
+from nki.sim.helpers.memory import (
+    arena,
+    element_offset,
+    gather,
+    int_range,
+    is_int_code,
+    load_f32,
+    scatter,
+    store_f32,
+    store_i64,
+)
+from nki.sim.helpers.registry import helper
+from nki.sim.layout import O_COUNT, O_DTYPE, O_SPACE, VECTOR_ACC_FROM_END, operand_base
+
+OP0, OP1, OP2, OP3, OP4 = (operand_base(i) for i in range(5))
+NONE = -1  # "no operand: use the immediate"
+
+# nisa.reduce_cmd values (nki.ir.ops.ReduceCmd), literal so Numba folds them
+IDLE, RESET, REDUCE, RESET_REDUCE = 0, 1, 2, 3
+
+# The VectorE random-number state: one int32 counter in the last 4 bytes of the PSUM arena's
+# engine-register area (which starts zeroed each run). Each dropout call advances it.
+RNG_WORD_FROM_END = 1
+
+M32 = 0xFFFFFFFF
+
+
+# ----- raw bits and fp32 operands ----------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _nbytes(code):
+    if code == 0 or code == 3 or code == 9 or code == 12 or code == 15 or code == 16:
+        return 4
+    if code == 1 or code == 2 or code == 8 or code == 11 or code == 17:
+        return 2
+    return 1
+
+
+@njit(cache=True, nogil=True)
+def _count(irow, base):
+    c = irow[base + O_COUNT:base + O_COUNT + 5]
+    return c[0] * c[1] * c[2] * c[3] * c[4]
+
+
+@njit(cache=True, nogil=True)
+def _bits(H, S, PS, irow, base, L, P):
+    """An operand's raw bit patterns as a (P, elements/P) int64 array (unsigned)."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    off = element_offset(irow, base, L)
+    n = _count(irow, base) // P
+    w = _nbytes(irow[base + O_DTYPE])
+    if w == 4:
+        return gather(mem.view(np.uint32), off, irow, base, P, n).astype(np.int64)
+    if w == 2:
+        return gather(mem.view(np.uint16), off, irow, base, P, n).astype(np.int64)
+    return gather(mem, off, irow, base, P, n).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _store_bits(H, S, PS, irow, base, L, bits):
+    """Write raw bit patterns (int64, any shape with the operand's element count)."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    off = element_offset(irow, base, L)
+    w = _nbytes(irow[base + O_DTYPE])
+    if w == 4:
+        scatter(mem.view(np.uint32), off, irow, base, bits.astype(np.uint32))
+    elif w == 2:
+        scatter(mem.view(np.uint16), off, irow, base, bits.astype(np.uint16))
+    else:
+        scatter(mem, off, irow, base, bits.astype(np.uint8))
+
+
+@njit(cache=True, nogil=True)
+def _f32(H, S, PS, irow, base, L, P):
+    """An operand decoded to fp32, as (P, elements/P)."""
+    x = load_f32(H, S, PS, irow, base, L)
+    return x.reshape(P, x.size // P)
+
+
+@njit(cache=True, nogil=True)
+def _absent(irow, base):
+    return base < 0 or irow[base + O_SPACE] < 0
+
+
+@njit(cache=True, nogil=True)
+def _side_f32(H, S, PS, irow, L, base, imm, P, N):
+    """A select input as (P, N) fp32: an operand (a [P, 1] one broadcast) or an immediate."""
+    if _absent(irow, base):
+        return np.full((P, N), np.float32(imm), np.float32)
+    x = _f32(H, S, PS, irow, base, L, P)
+    if x.shape[1] == N:
+        return x
+    return x * np.ones((P, N), np.float32)   # x * 1 is exact, -0.0 and NaN included
+
+
+@njit(cache=True, nogil=True)
+def _side_bits(H, S, PS, irow, L, base, P, N):
+    """A select input's raw bits as (P, N) (zeros for an immediate; see _select_exact)."""
+    if _absent(irow, base):
+        return np.zeros((P, N), np.int64)
+    x = _bits(H, S, PS, irow, base, L, P)
+    if x.shape[1] == N:
+        return x
+    return x + np.zeros((P, N), np.int64)
+
+
+@njit(cache=True, nogil=True)
+def _fill(H, S, PS, irow, L, base, imm, P, N):
+    """Write an immediate to every element: integral values exactly into int operands
+    (saturating), otherwise rounded to fp32 then to the operand's dtype."""
+    code = irow[base + O_DTYPE]
+    if is_int_code(code) and np.floor(imm) == imm and abs(imm) < 2.0 ** 62:
+        lo, hi = int_range(code)
+        v = min(max(np.int64(imm), lo), hi)
+        store_i64(H, S, PS, irow, base, L, np.full((P, N), v, np.int64))
+    else:
+        store_f32(H, S, PS, irow, base, L, np.full((P, N), np.float32(imm), np.float32))
+
+
+@njit(cache=True, nogil=True)
+def _select_exact(H, S, PS, irow, L, mask, tb, fb, t_imm, f_imm, P, N):
+    """dst (operand 0) = where(mask, T, F) on raw bits. Operands are read first (dst may alias
+    any of them); immediates are then encoded by writing them through dst and reading back."""
+    a = _side_bits(H, S, PS, irow, L, tb, P, N)
+    b = _side_bits(H, S, PS, irow, L, fb, P, N)
+    if _absent(irow, tb):
+        _fill(H, S, PS, irow, L, OP0, t_imm, P, N)
+        a = _bits(H, S, PS, irow, OP0, L, P)
+    if _absent(irow, fb):
+        _fill(H, S, PS, irow, L, OP0, f_imm, P, N)
+        b = _bits(H, S, PS, irow, OP0, L, P)
+    _store_bits(H, S, PS, irow, OP0, L, np.where(mask, a, b))
+
+
+@njit(cache=True, nogil=True)
+def _select_f32(H, S, PS, irow, L, mask, tb, fb, t_imm, f_imm, P, N):
+    """dst (operand 0) = where(mask, T, F) in fp32; returns the fp32 result."""
+    y = np.where(mask, _side_f32(H, S, PS, irow, L, tb, t_imm, P, N),
+                 _side_f32(H, S, PS, irow, L, fb, f_imm, P, N))
+    store_f32(H, S, PS, irow, OP0, L, y)
+    return y
+
+
+@njit(cache=True, nogil=True)
+def _predicate(H, S, PS, irow, L, base, P, reverse):
+    m = _f32(H, S, PS, irow, base, L, P) != np.float32(0.0)
+    if reverse == 1:
+        return np.logical_not(m)
+    return m
+
+
+# ----- VectorE accumulators ----------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _vector_acc(PS):
+    f = PS.view(np.float32)
+    start = f.size - VECTOR_ACC_FROM_END
+    return f[start:start + 128]
+
+
+@njit(cache=True, nogil=True)
+def _rowmax(y):
+    """Max of each row (pairwise halving: log2(N) array operations)."""
+    r = y.copy()
+    n = r.shape[1]
+    while n > 1:
+        h = n // 2
+        r[:, :h] = np.maximum(r[:, :h], r[:, n - h:n])
+        n -= h
+    return r[:, 0].copy()
+
+
+@njit(cache=True, nogil=True)
+def _reduce_max(H, S, PS, irow, L, y, cmd, res):
+    """Max-reduce y's rows into the accumulators per reduce_cmd; read out into operand res.
+    With ``idle`` the accumulators are untouched and res gets this call's row maxima."""
+    if cmd == IDLE and _absent(irow, res):
+        return
+    P = y.shape[0]
+    row = _rowmax(y)
+    accs = _vector_acc(PS)
+    if cmd == RESET or cmd == RESET_REDUCE:
+        accs[:P] = np.float32(-np.inf)
+    if cmd == REDUCE or cmd == RESET_REDUCE:
+        accs[:P] = np.maximum(accs[:P], row)
+    if not _absent(irow, res):
+        out = row if cmd == IDLE else accs[:P].copy()
+        store_f32(H, S, PS, irow, res, L, out)
+
+
+# ----- affine patterns ---------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _affine(irow, P):
+    """(P, N) int32 values offset + p*cm + Σ step_k*idx_k (ints 3..12: offset, cm, 4 steps,
+    4 counts, outermost first), wrapped like int32 arithmetic."""
+    n = irow[9] * irow[10] * irow[11] * irow[12]
+    j = np.arange(n)
+    v = np.zeros(n, np.int64)
+    inner = n
+    for k in range(4):
+        num = irow[9 + k]
+        inner = inner // num
+        v = v + irow[5 + k] * ((j // inner) % num)
+    out = np.arange(P).reshape(P, 1) * irow[4] + irow[3] + v.reshape(1, n)
+    return ((out + 2147483648) & M32) - 2147483648
+
+
+@helper
+@njit(cache=True, nogil=True)
+def iota(H, S, PS, irow, frow, L):
+    """dst = affine pattern (int32), cast to dst (ints saturate).
+    ints: P, offset, channel_multiplier, steps[4], counts[4]."""
+    v = _affine(irow, irow[2])
+    code = irow[OP0 + O_DTYPE]
+    if is_int_code(code):
+        lo, hi = int_range(code)
+        v = np.minimum(np.maximum(v, lo), hi)
+    store_i64(H, S, PS, irow, OP0, L, v)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def affine_select(H, S, PS, irow, frow, L):
+    """dst = on_true where cmp(affine, 0) else on_false_value.
+    ints: P, offset, cm, steps[4], counts[4], cmp_op, exact; floats: on_false_value."""
+    P = irow[2]
+    v = _affine(irow, P)
+    mask = alu.binary_f32(irow[13], v.astype(np.float32), np.zeros((1, 1), np.float32)) != 0
+    if irow[14] == 1:
+        _select_exact(H, S, PS, irow, L, mask, OP1, NONE, 0.0, frow[0], P, v.shape[1])
+    else:
+        _select_f32(H, S, PS, irow, L, mask, OP1, NONE, 0.0, frow[0], P, v.shape[1])
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def range_select(H, S, PS, irow, frow, L):
+    """dst = on_true where cmp0(i+start, bound0) & cmp1(i+start, bound1) else fill; max-reduce.
+    ints: P, N, cmp0, cmp1, range_start, reduce_cmd; floats: fill.
+    operands: dst, on_true, bound0, bound1, reduce_res."""
+    P, N = irow[2], irow[3]
+    idx = (np.arange(N) + irow[6]).astype(np.float32).reshape(1, N)
+    m0 = alu.binary_f32(irow[4], idx, _f32(H, S, PS, irow, OP2, L, P)) != 0
+    m1 = alu.binary_f32(irow[5], idx, _f32(H, S, PS, irow, OP3, L, P)) != 0
+    y = _select_f32(H, S, PS, irow, L, m0 & m1, OP1, NONE, 0.0, frow[0], P, N)
+    _reduce_max(H, S, PS, irow, L, y, irow[7], OP4)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def select_reduce(H, S, PS, irow, frow, L):
+    """dst = where(pred, on_true, on_false) in fp32; max-reduce.
+    ints: P, N, reverse_pred, reduce_cmd; floats: on_false value.
+    operands: dst, predicate, on_true, on_false, reduce_res."""
+    P, N = irow[2], irow[3]
+    mask = _predicate(H, S, PS, irow, L, OP1, P, irow[4])
+    y = _select_f32(H, S, PS, irow, L, mask, OP2, OP3, 0.0, frow[0], P, N)
+    _reduce_max(H, S, PS, irow, L, y, irow[5], OP4)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def tensor_copy_predicated(H, S, PS, irow, frow, L):
+    """dst = where(pred, src, on_false) (copy_predicated: on_false is dst itself).
+    ints: P, N, reverse_pred, exact; floats: src value, on_false value.
+    operands: dst, src, predicate, on_false."""
+    P, N = irow[2], irow[3]
+    mask = _predicate(H, S, PS, irow, L, OP2, P, irow[4])
+    if irow[5] == 1:
+        _select_exact(H, S, PS, irow, L, mask, OP1, OP3, frow[0], frow[1], P, N)
+    else:
+        _select_f32(H, S, PS, irow, L, mask, OP1, OP3, frow[0], frow[1], P, N)
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def scalar_tensor_tensor(H, S, PS, irow, frow, L):
+    """dst = (data op0 operand0) op1 operand1 in fp32.
+    ints: P, op0, op1, reverse0, reverse1; floats: operand0 value.
+    operands: dst, data, operand0, operand1."""
+    P = irow[2]
+    x = _f32(H, S, PS, irow, OP1, L, P)
+    if _absent(irow, OP2):
+        s = np.full((1, 1), np.float32(frow[0]), np.float32)
+    else:
+        s = _f32(H, S, PS, irow, OP2, L, P)
+    t = alu.binary_f32(irow[3], s, x) if irow[5] == 1 else alu.binary_f32(irow[3], x, s)
+    u = _f32(H, S, PS, irow, OP3, L, P)
+    r = alu.binary_f32(irow[4], u, t) if irow[6] == 1 else alu.binary_f32(irow[4], t, u)
+    store_f32(H, S, PS, irow, OP0, L, r)
+    return 0
+
+
+# ----- dropout -----------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _mul32(x, c):
+    """(x * c) mod 2^32 for x < 2^32 without leaving int64's exact range."""
+    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
+
+
+@njit(cache=True, nogil=True)
+def _uniform(counter, P, N):
+    """(P, N) fp32 uniforms in [0, 1) from a 32-bit hash of (counter, partition, element)."""
+    p = np.arange(P).reshape(P, 1)
+    j = np.arange(N).reshape(1, N)
+    x = ((counter * 0x9E3779B1) & M32) ^ ((p * 0x85EBCA77) & M32) ^ ((j * 0xC2B2AE3D) & M32)
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    x = x ^ (x >> 16)
+    return (x >> 8).astype(np.float32) * np.float32(1.0 / 16777216.0)
+
+
+@njit(cache=True, nogil=True)
+def _rng_next(PS):
+    w = PS.view(np.int32)
+    k = w.size - RNG_WORD_FROM_END
+    c = np.int64(w[k]) & 0x7FFFFFFF
+    w[k] = np.int32((c + 1) & 0x7FFFFFFF)
+    return c
+
+
+@helper
+@njit(cache=True, nogil=True)
+def dropout(H, S, PS, irow, frow, L):
+    """dst = 0 where uniform < prob else data (raw bits). ints: P, N; floats: prob value.
+    operands: dst, data, prob."""
+    P, N = irow[2], irow[3]
+    if _absent(irow, OP2):
+        prob = np.full((1, 1), np.float32(frow[0]), np.float32)
+    else:
+        prob = _f32(H, S, PS, irow, OP2, L, P)
+    drop = _uniform(_rng_next(PS), P, N) < prob
+    x = _bits(H, S, PS, irow, OP1, L, P)
+    _store_bits(H, S, PS, irow, OP0, L, np.where(drop, np.zeros((P, N), np.int64), x))
+    return 0
+
+
+# ----- shuffle and top-8 -------------------------------------------------------------------
+@helper
+@njit(cache=True, nogil=True)
+def nc_stream_shuffle(H, S, PS, irow, frow, L):
+    """dst[q*32+i] = src[q*32+mask[i]] (255 keeps dst), raw bits.
+    ints: dst partitions, src partitions, mask packed 4 entries per int (8 ints)."""
+    Pd, Ps = irow[2], irow[3]
+    src = _bits(H, S, PS, irow, OP1, L, Ps)
+    out = _bits(H, S, PS, irow, OP0, L, Pd)
+    for d in range(Pd):
+        i = d % 32
+        m = (irow[4 + i // 4] >> (8 * (i % 4))) & 255
+        if m != 255:
+            out[d, :] = src[(d // 32) * 32 + m, :]
+    _store_bits(H, S, PS, irow, OP0, L, out)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _order_key(b):
+    """fp32 bit patterns (sign-extended int64) ↔ keys whose integer order is fp32's order
+    (-0 below +0; NaNs beyond ±inf by sign). The map is its own inverse."""
+    return b ^ ((b >> 31) & 0x7FFFFFFF)
+
+
+@helper
+@njit(cache=True, nogil=True)
+def max8(H, S, PS, irow, frow, L):
+    """dst[p] = the 8 largest fp32 values of src[p], descending. ints: P."""
+    P = irow[2]
+    x = np.ascontiguousarray(_f32(H, S, PS, irow, OP1, L, P))
+    key = _order_key(x.view(np.int32).astype(np.int64))
+    n = key.shape[1]
+    top = np.empty((P, 8), np.int64)
+    for p in range(P):
+        top[p, :] = np.sort(key[p])[n - 8:][::-1]
+    store_f32(H, S, PS, irow, OP0, L, _order_key(top).astype(np.int32).view(np.float32))
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _find8(data, vals):
+    """(P, 8) index of the first not-yet-matched occurrence of each value (-1: none)."""
+    P, N = data.shape
+    out = np.full((P, 8), -1, np.int64)
+    for p in range(P):
+        used = np.zeros(N, np.bool_)
+        for k in range(8):
+            hits = np.flatnonzero((data[p] == vals[p, k]) & np.logical_not(used))
+            if hits.size > 0:
+                out[p, k] = hits[0]
+                used[hits[0]] = True
+    return out
+
+
+@helper
+@njit(cache=True, nogil=True)
+def nc_find_index8(H, S, PS, irow, frow, L):
+    """dst = indices of vals in data (all ones if absent). ints: P."""
+    P = irow[2]
+    idx = _find8(_f32(H, S, PS, irow, OP1, L, P), _f32(H, S, PS, irow, OP2, L, P))
+    store_i64(H, S, PS, irow, OP0, L, idx)   # -1 wraps to all ones
+    return 0
+
+
+@helper
+@njit(cache=True, nogil=True)
+def nc_match_replace8(H, S, PS, irow, frow, L):
+    """dst = data with matched vals replaced by imm; dst_idx = their indices.
+    ints: P; floats: imm. operands: dst, data, vals, dst_idx."""
+    P = irow[2]
+    x = _f32(H, S, PS, irow, OP1, L, P)
+    idx = _find8(x, _f32(H, S, PS, irow, OP2, L, P))
+    y = x.copy()
+    for p in range(P):
+        for k in range(8):
+            if idx[p, k] >= 0:
+                y[p, idx[p, k]] = np.float32(frow[0])
+    store_f32(H, S, PS, irow, OP0, L, y)
+    if not _absent(irow, OP3):
+        store_i64(H, S, PS, irow, OP3, L, idx)
+    return 0
+
+
+# ----- references (plain numpy, independent of the helpers) --------------------------------
+def reference_affine(partitions, pattern, offset=0, channel_multiplier=0):
+    """int64 (P, N) values of an iota / affine_select pattern (int32 wrap-around)."""
+    steps = np.array([s for s, _ in pattern], np.int64)
+    grid = np.indices([n for _, n in pattern]).reshape(len(pattern), -1)
+    v = offset + steps @ grid
+    v = v[None, :] + channel_multiplier * np.arange(partitions, dtype=np.int64)[:, None]
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def reference_select(mask, on_true, on_false):
+    """np.where in fp32 (on_false a number or a [P, 1] column)."""
+    return np.where(mask, np.asarray(on_true, np.float32), np.asarray(on_false, np.float32))
+
+
+def reference_range_select(on_true, cmp0, cmp1, bound0, bound1, range_start=0):
+    """(selected fp32 tile, row max) with fp32-min fill."""
+    x = np.asarray(on_true, np.float32)
+    idx = (range_start + np.arange(x.shape[1])).astype(np.float32)[None, :]
+    mask = cmp0(idx, np.asarray(bound0, np.float32)) & cmp1(idx, np.asarray(bound1, np.float32))
+    y = np.where(mask, x, np.finfo(np.float32).min)
+    return y, y.max(axis=1, keepdims=True)
+
+
+def reference_stt(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False):
+    """(data op0 operand0) op1 operand1 with numpy ufuncs in fp32."""
+    x, s, u = (np.asarray(a, np.float32) for a in (data, operand0, operand1))
+    t = op0(s, x) if reverse0 else op0(x, s)
+    return (op1(u, t) if reverse1 else op1(t, u)).astype(np.float32)
+
+
+def reference_shuffle(dst, src, mask):
+    """Per 32-partition quadrant, dst[i] = src[mask[i]] (255 keeps dst)."""
+    out = np.array(dst, copy=True)
+    for d in range(out.shape[0]):
+        if mask[d % 32] != 255:
+            out[d] = src[(d // 32) * 32 + mask[d % 32]]
+    return out
+
+
+def reference_max8(x):
+    return -np.sort(-np.asarray(x, np.float32).reshape(len(x), -1), axis=1)[:, :8]
+
+
+def reference_find_index8(data, vals):
+    """Successive first occurrences; -1 when not found."""
+    data = np.asarray(data, np.float32).reshape(len(data), -1)
+    vals = np.asarray(vals, np.float32).reshape(len(vals), -1)
+    out = np.full(vals.shape, -1, np.int64)
+    for p in range(len(data)):
+        taken: set[int] = set()
+        for k, v in enumerate(vals[p]):
+            j = next((j for j, e in enumerate(data[p]) if e == v and j not in taken), -1)
+            out[p, k] = j
+            taken.add(j)
+    return out
+
+
+def reference_match_replace8(data, vals, imm):
+    """(replaced fp32 data, indices)."""
+    y = np.asarray(data, np.float32).reshape(len(data), -1).copy()
+    idx = reference_find_index8(data, vals)
+    for p, k in zip(*np.nonzero(idx >= 0)):
+        y[p, idx[p, k]] = np.float32(imm)
+    return y, idx
+
+
+# ----- encoders ----------------------------------------------------------------------------
+def _pn(ins, role: str) -> tuple[int, int]:
+    """(partitions, elements per partition) of a placed on-chip operand."""
+    dims = ins.operand(role).dims
+    n = 1
+    for _, c in dims[1:]:
+        n *= c
+    return dims[0][1], n
+
+
+def _pattern_ints(ins) -> list[int]:
+    pat = ins.attr("pattern")
+    return ([ins.attr("offset"), ins.attr("channel_multiplier")] + [s for s, _ in pat]
+            + [n for _, n in pat])
+
+
+@emitter(Opcode.IOTA, iota, reference_affine)
+def encode_iota(ins, w, ops):
+    w.ints(_pn(ins, "dst")[0], *_pattern_ints(ins)).operand(ops["dst"])
+
+
+@emitter(Opcode.AFFINE_SELECT, affine_select, reference_select)
+def encode_affine_select(ins, w, ops):
+    exact = int(ops["dst"].code == ops["on_true"].code)
+    w.ints(_pn(ins, "dst")[0], *_pattern_ints(ins), int(ins.attr("cmp_op")), exact)
+    w.floats(ins.attr("on_false_value"))
+    w.operand(ops["dst"]).operand(ops["on_true"])
+
+
+@emitter(Opcode.RANGE_SELECT, range_select, reference_range_select)
+def encode_range_select(ins, w, ops):
+    w.ints(*_pn(ins, "dst"), int(ins.attr("comp_op0")), int(ins.attr("comp_op1")),
+           ins.attr("range_start"), int(ins.attr("reduce_cmd")))
+    w.floats(ins.attr("on_false_value"))
+    for role in ("dst", "on_true", "bound0", "bound1", "reduce_res"):
+        w.operand(ops.get(role))
+
+
+@emitter(Opcode.SELECT_REDUCE, select_reduce, reference_select)
+def encode_select_reduce(ins, w, ops):
+    w.ints(*_pn(ins, "dst"), int(ins.attr("reverse_pred")), int(ins.attr("reduce_cmd")))
+    w.floats(ins.attr("on_false_value") or 0.0)
+    for role in ("dst", "predicate", "on_true", "on_false", "reduce_res"):
+        w.operand(ops.get(role))
+
+
+@emitter(Opcode.TENSOR_COPY_PREDICATED, tensor_copy_predicated, reference_select)
+def encode_tensor_copy_predicated(ins, w, ops):
+    code = ops["dst"].code
+    exact = all(ops[r].code == code for r in ("src", "on_false") if r in ops)
+    w.ints(*_pn(ins, "dst"), int(ins.attr("reverse_pred")), int(exact))
+    w.floats(ins.attr("src_value") or 0.0, ins.attr("on_false_value") or 0.0)
+    for role in ("dst", "src", "predicate", "on_false"):
+        w.operand(ops.get(role))
+
+
+@emitter(Opcode.SCALAR_TENSOR_TENSOR, scalar_tensor_tensor, reference_stt)
+def encode_scalar_tensor_tensor(ins, w, ops):
+    w.ints(_pn(ins, "dst")[0], int(ins.attr("op0")), int(ins.attr("op1")),
+           int(ins.attr("reverse0")), int(ins.attr("reverse1")))
+    w.floats(ins.attr("operand0_value") or 0.0)
+    for role in ("dst", "data", "operand0", "operand1"):
+        w.operand(ops.get(role))
+
+
+@emitter(Opcode.DROPOUT, dropout)
+def encode_dropout(ins, w, ops):
+    w.ints(*_pn(ins, "dst")).floats(ins.attr("prob") or 0.0)
+    for role in ("dst", "data", "prob"):
+        w.operand(ops.get(role))
+
+
+@emitter(Opcode.NC_STREAM_SHUFFLE, nc_stream_shuffle, reference_shuffle)
+def encode_nc_stream_shuffle(ins, w, ops):
+    mask = ins.attr("shuffle_mask")
+    words = [sum(mask[4 * k + b] << (8 * b) for b in range(4)) for k in range(8)]
+    w.ints(_pn(ins, "dst")[0], _pn(ins, "src")[0], *words)
+    w.operand(ops["dst"]).operand(ops["src"])
+
+
+@emitter(Opcode.MAX8, max8, reference_max8)
+def encode_max8(ins, w, ops):
+    w.ints(_pn(ins, "dst")[0]).operand(ops["dst"]).operand(ops["src"])
+
+
+@emitter(Opcode.NC_FIND_INDEX8, nc_find_index8, reference_find_index8)
+def encode_nc_find_index8(ins, w, ops):
+    w.ints(_pn(ins, "dst")[0]).operand(ops["dst"]).operand(ops["data"]).operand(ops["vals"])
+
+
+@emitter(Opcode.NC_MATCH_REPLACE8, nc_match_replace8, reference_match_replace8)
+def encode_nc_match_replace8(ins, w, ops):
+    w.ints(_pn(ins, "dst")[0]).floats(ins.attr("imm"))
+    for role in ("dst", "data", "vals", "dst_idx"):
+        w.operand(ops.get(role))

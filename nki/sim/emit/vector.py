@@ -26,7 +26,7 @@ def _width(code):
     return 32
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def tensor_tensor(H, S, PS, irow, frow, L):
     """dst = data1 op data2 (ints: op, int_math)."""
@@ -69,7 +69,7 @@ def _apply_i64(op, x, s, reverse, width):
     return out
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def tensor_scalar(H, S, PS, irow, frow, L):
     """dst = (data op0 operand0) op1 operand1; operands are immediates or [P,1] tiles.
@@ -94,7 +94,7 @@ def tensor_scalar(H, S, PS, irow, frow, L):
     return 0
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def tensor_copy(H, S, PS, irow, frow, L):
     """dst = src; bit-exact for equal dtypes, else through fp32."""
@@ -105,7 +105,7 @@ def tensor_copy(H, S, PS, irow, frow, L):
     return 0
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def memset(H, S, PS, irow, frow, L):
     """dst[...] = value (ints: is_int, int value)."""
@@ -117,7 +117,7 @@ def memset(H, S, PS, irow, frow, L):
     return 0
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def reciprocal(H, S, PS, irow, frow, L):
     """dst = 1 / data (VectorE, IEEE fp32 division)."""
@@ -166,7 +166,7 @@ def encode_reciprocal(ins, w, ops):
     w.operand(ops["dst"]).operand(ops["data"])
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def fill_uninit(H, S, PS, irow, frow, L):
     """Give a fresh tile the contents AWS's simulator gives it: NaN for floats, 4 for ints."""

@@ -16,7 +16,22 @@ import numpy as np
 from numba import njit
 
 from nki.sim import numerics as nm
-from nki.sim.layout import NSLOTS, O_COEF, O_COUNT, O_DTYPE, O_OFF, O_PARTS, O_SPACE, O_STRIDE
+from nki.sim.layout import (
+    MAX_OPERANDS,
+    NSLOTS,
+    O_COEF,
+    O_COUNT,
+    O_DTYPE,
+    O_OFF,
+    O_PARTS,
+    O_SPACE,
+    O_STRIDE,
+    OPS,
+    OPW,
+)
+
+# elements per row-wise chunk: 16 Ki fp32 = 64 KiB per temporary, cache-resident
+CHUNK_ELEMS = 16384
 
 # dtype codes (nki.ir.types); repeated as literals so numba sees compile-time constants
 F32, BF16, F16, TF32, E4M3, E5M2, E4M3FN = 0, 1, 2, 3, 4, 5, 6
@@ -75,13 +90,50 @@ def _rows_layout(irow, base):
     common case: a partition range × a contiguous free range), else (0, 0, 0)."""
     c = irow[base + O_COUNT:base + O_COUNT + 5]
     s = irow[base + O_STRIDE:base + O_STRIDE + 5]
-    if s[4] != 1 or c[1] != 1 or c[2] != 1:
-        return 0, 0, 0
-    if c[3] == 1:
-        return c[0], s[0], c[4]
-    if c[0] == 1:
-        return c[3], s[3], c[4]
-    return 0, 0, 0
+    n = 1
+    for k in range(4, 0, -1):
+        if c[k] != 1:
+            if s[k] != n:
+                return 0, 0, 0
+            n *= c[k]
+    return c[0], s[0], n
+
+
+@njit(cache=True, nogil=True)
+def chunk_rows(irow):
+    """(P, rows per chunk) for running a row-wise helper a few partitions at a time, so its
+    fp32 temporaries stay in cache; (P, 0) when some operand does not split by partitions.
+
+    Every present operand must have dim 0 of the same count P (the partition dim)."""
+    first = -1
+    for k in range(MAX_OPERANDS):
+        b = OPS + k * OPW
+        if irow[b + O_SPACE] < 0 or irow[b + O_PARTS] == 0:
+            continue
+        p = irow[b + O_COUNT]
+        if first < 0:
+            first = p
+        elif p != first:
+            return first, 0
+    if first <= 0:
+        return 0, 0
+    c = irow[OPS + O_COUNT:OPS + O_COUNT + 5]
+    per_row = c[1] * c[2] * c[3] * c[4]
+    rows = max(1, CHUNK_ELEMS // max(per_row, 1))
+    return first, (rows if rows < first else 0)
+
+
+@njit(cache=True, nogil=True)
+def set_chunk(irow, sub, p0, rows):
+    """``sub`` = ``irow`` restricted to partitions ``p0 .. p0+rows`` of every operand."""
+    sub[:] = irow
+    for k in range(MAX_OPERANDS):
+        b = OPS + k * OPW
+        if irow[b + O_SPACE] < 0 or irow[b + O_PARTS] == 0:
+            continue
+        sub[b + O_OFF] = irow[b + O_OFF] + p0 * irow[b + O_STRIDE]
+        sub[b + O_COUNT] = rows
+        sub[b + O_PARTS] = rows
 
 
 @njit(cache=True, nogil=True)

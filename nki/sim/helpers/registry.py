@@ -23,6 +23,7 @@ NLOOPVARS = 16  # L: loop slots, then scratch for dynamic registers
 
 _IMPLS: list[Callable] = []
 _NAMES: list[str] = []
+_ROW_WISE: list[bool] = []
 _CFUNCS: dict[int, object] = {}
 
 C_SIGNATURE = types.int64(
@@ -32,14 +33,20 @@ C_SIGNATURE = types.int64(
     types.CPointer(types.int64), types.CPointer(types.float64), types.CPointer(types.int64))
 
 
-def helper(fn: Callable) -> Callable:
-    """Register a compiled helper; returns it unchanged. Its id is ``helper_id(fn)``."""
+def helper(fn: Callable | None = None, *, row_wise: bool = False):
+    """Register a compiled helper; returns it unchanged. Its id is ``helper_id(fn)``.
+
+    ``row_wise=True`` declares that each partition's results depend only on that partition's
+    inputs; such helpers run a few partitions at a time (see ``memory.chunk_rows``)."""
+    if fn is None:
+        return lambda f: helper(f, row_wise=row_wise)
     name = fn.__name__ if hasattr(fn, "__name__") else fn.py_func.__name__
     if name in _NAMES:
         raise RuntimeError(f"two simulator helpers named {name!r}: names identify helpers in "
                            "cached programs and must be unique")
     _IMPLS.append(fn)
     _NAMES.append(name)
+    _ROW_WISE.append(row_wise)
     return fn
 
 
@@ -56,8 +63,41 @@ def helper_name(hid: int) -> str:
 
 
 def python_impls() -> list[Callable]:
-    """The plain-Python bodies of the helpers, by id (the python backend's table)."""
-    return [getattr(f, "py_func", f) for f in _IMPLS]
+    """The plain-Python bodies of the helpers, by id (the python backend's table); row-wise
+    helpers are wrapped in the same partition chunking as their C entries."""
+    return [_chunked_py(getattr(f, "py_func", f)) if rw else getattr(f, "py_func", f)
+            for f, rw in zip(_IMPLS, _ROW_WISE)]
+
+
+def _chunked_py(impl: Callable) -> Callable:
+    from nki.sim.helpers.memory import chunk_rows, set_chunk
+
+    def run(H, S, PS, irow, frow, L):
+        P, rows = chunk_rows(irow)
+        if rows == 0:
+            return impl(H, S, PS, irow, frow, L)
+        sub = irow.copy()
+        for p0 in range(0, P, rows):
+            set_chunk(irow, sub, p0, min(rows, P - p0))
+            status = impl(H, S, PS, sub, frow, L)
+            if status:
+                return status
+        return 0
+
+    return run
+
+
+_PLAIN_ENTRY = "    return impl(H, S, PS, irow, frow, L)"
+_ROW_WISE_ENTRY = """    P, rows = chunk_rows(irow)
+    if rows == 0:
+        return impl(H, S, PS, irow, frow, L)
+    sub = irow.copy()
+    for p0 in range(0, P, rows):
+        set_chunk(irow, sub, p0, min(rows, P - p0))
+        status = impl(H, S, PS, sub, frow, L)
+        if status:
+            return status
+    return 0"""
 
 
 def _entry(hid: int):
@@ -76,18 +116,21 @@ def _entry(hid: int):
 
     impl = _IMPLS[hid]
     module_src = inspect.getsource(sys.modules[impl.py_func.__module__])
+    body = _ROW_WISE_ENTRY if _ROW_WISE[hid] else _PLAIN_ENTRY
     text = "\n".join([
         f"# helper source {hashlib.sha256(module_src.encode()).hexdigest()[:16]}",
         "from numba import carray, cfunc",
+        "from nki.sim.helpers.memory import chunk_rows, set_chunk",
         "from nki.sim.helpers.registry import C_SIGNATURE",
         f"from {impl.py_func.__module__} import {_NAMES[hid]} as impl",
         "",
         "",
         "@cfunc(C_SIGNATURE, cache=True, nogil=True)",
         "def entry(h, hn, s, sn, p, pn, ir, fr, lv):",
-        "    return impl(carray(h, (hn,)), carray(s, (sn,)), carray(p, (pn,)),",
-        f"                carray(ir, ({ROW},)), carray(fr, ({NF},)), carray(lv, ({NLOOPVARS},)))",
-        ""])
+        "    H, S, PS = carray(h, (hn,)), carray(s, (sn,)), carray(p, (pn,))",
+        f"    irow, frow, L = carray(ir, ({ROW},)), carray(fr, ({NF},)), "
+        f"carray(lv, ({NLOOPVARS},))",
+        body, ""])
     name = f"nki_entry_{_NAMES[hid]}_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     module = sys.modules.get(name)
     if module is None:
