@@ -9,8 +9,9 @@ from numba import njit
 
 from nki.ir.ops import Opcode
 from nki.sim.emit import emitter
+from nki.sim.emit.dma import dma_copy
 from nki.sim.helpers import alu
-from nki.sim.helpers.memory import copy_raw, load_f32, load_i64, shape_of, store_f32, store_i64
+from nki.sim.helpers.memory import load_f32, load_i64, shape_of, store_f32, store_i64
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import O_DTYPE, operand_base
 
@@ -96,17 +97,6 @@ def tensor_scalar(H, S, PS, irow, frow, L):
 
 @helper(row_wise=True)
 @njit(cache=True, nogil=True)
-def tensor_copy(H, S, PS, irow, frow, L):
-    """dst = src; bit-exact for equal dtypes, else through fp32."""
-    if irow[2] == 1:
-        copy_raw(H, S, PS, irow, OP0, OP1, L)
-    else:
-        store_f32(H, S, PS, irow, OP0, L, load_f32(H, S, PS, irow, OP1, L))
-    return 0
-
-
-@helper(row_wise=True)
-@njit(cache=True, nogil=True)
 def memset(H, S, PS, irow, frow, L):
     """dst[...] = value (ints: is_int, int value)."""
     P, N = shape_of(irow, OP0)
@@ -148,7 +138,7 @@ def encode_tensor_scalar(ins, w, ops):
     w.operand(ops.get("operand1"))
 
 
-@emitter(Opcode.TENSOR_COPY, tensor_copy)
+@emitter(Opcode.TENSOR_COPY, dma_copy)   # same semantics: bit-exact, or through fp32
 def encode_tensor_copy(ins, w, ops):
     w.ints(int(ops["dst"].code == ops["src"].code)).operand(ops["dst"]).operand(ops["src"])
 

@@ -70,21 +70,12 @@ def python_impls() -> list[Callable]:
 
 
 def _chunked_py(impl: Callable) -> Callable:
+    """The python backend's row-wise wrapper: the very body of the C entry, as Python."""
     from nki.sim.helpers.memory import chunk_rows, set_chunk
 
-    def run(H, S, PS, irow, frow, L):
-        P, rows = chunk_rows(irow)
-        if rows == 0:
-            return impl(H, S, PS, irow, frow, L)
-        sub = irow.copy()
-        for p0 in range(0, P, rows):
-            set_chunk(irow, sub, p0, min(rows, P - p0))
-            status = impl(H, S, PS, sub, frow, L)
-            if status:
-                return status
-        return 0
-
-    return run
+    ns = {"impl": impl, "chunk_rows": chunk_rows, "set_chunk": set_chunk}
+    exec(f"def run(H, S, PS, irow, frow, L):\n{_ROW_WISE_ENTRY}\n", ns)
+    return ns["run"]
 
 
 _PLAIN_ENTRY = "    return impl(H, S, PS, irow, frow, L)"
