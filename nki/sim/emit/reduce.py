@@ -153,14 +153,17 @@ def tensor_scalar_reduce(H, S, PS, irow, frow, L):
 @njit(cache=True, nogil=True)
 def _moments(x, out, k):
     """(count, mean, sum of squared deviations) of the rows of ``x`` into out[:, k:k+3]."""
-    c = x.shape[1]
-    cols = _columns(x)
-    zero = np.zeros(x.shape[0], np.float32)
-    m = fold_f32(alu.ADD, zero, cols) / np.float32(max(c, 1))
-    dev = cols - m
+    p, c = x.shape
+    zero = np.zeros(p, np.float32)
+    m = alu.fold_rows_f32(alu.ADD, zero, x) / np.float32(max(c, 1))
+    sq = np.empty((p, c), np.float32)
+    for i in range(p):
+        for j in range(c):
+            d = x[i, j] - m[i]
+            sq[i, j] = d * d
     out[:, k] = np.float32(c)
     out[:, k + 1] = m
-    out[:, k + 2] = fold_f32(alu.ADD, zero, dev * dev)
+    out[:, k + 2] = alu.fold_rows_f32(alu.ADD, zero, sq)
 
 
 @helper
