@@ -159,8 +159,10 @@ def _hbm_slice(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
 
 
 def _read(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
+    """An output as a view of this call's HBM arena (fresh per call, so nothing else writes
+    it): returning views saves a copy of every output (4 ms for 16 MB)."""
     decl = prog.tensor(tid)
-    return _hbm_slice(hbm, prog, tid).view(decl.dtype.host_dtype()).reshape(decl.shape).copy()
+    return _hbm_slice(hbm, prog, tid).view(decl.dtype.host_dtype()).reshape(decl.shape)
 
 
 def _write_back(ta: TensorArg, data: np.ndarray) -> None:
