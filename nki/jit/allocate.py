@@ -79,6 +79,19 @@ class _FreeList:
                 return start
         return None
 
+    def reserve(self, start: int, nbytes: int) -> None:
+        """Take ``[start, start+nbytes)`` out of the free list (a tensor placed by address=)."""
+        out = []
+        for lo, hi in self.free:
+            if hi <= start or lo >= start + nbytes:
+                out.append((lo, hi))
+                continue
+            if lo < start:
+                out.append((lo, start))
+            if hi > start + nbytes:
+                out.append((start + nbytes, hi))
+        self.free = out
+
     def give(self, start: int, nbytes: int) -> None:
         self.free.append((start, start + nbytes))
         self.free.sort()
@@ -116,7 +129,9 @@ def allocate(program: Program, target: Target) -> Program:
                 t = program.tensor(gone)
                 pools[t.memory].give(live.pop(gone), t.bytes_per_partition)
         t = program.tensor(tid)
-        if t.user_address:
+        if t.user_address:   # placed by the user: keep automatic tiles off its bytes
+            pools[t.memory].reserve(t.address[1], t.bytes_per_partition)
+            live[tid] = t.address[1]
             placed[tid] = t
             continue
         bank = target.psum_bank_bytes if t.memory is Memory.PSUM else 0

@@ -97,10 +97,13 @@ class Trace:
         if self._loops:
             self._loops[-1].tensors[-1].append(tid)
         if role in ("internal", "output"):
-            rows = decl.partitions
-            self._written[tid] = np.zeros((rows, decl.bytes_per_partition), np.bool_)
+            table = np.zeros((decl.partitions, decl.bytes_per_partition), np.bool_)
+            # a tensor placed by address= may alias another: what is written through one is
+            # read through the other, so it is never treated as fresh
+            if address is None:
+                self._written[tid] = table
             if memory is Memory.PSUM:
-                self._mm_written[tid] = np.zeros_like(self._written[tid])
+                self._mm_written[tid] = np.zeros_like(table)
         return decl
 
     def rename(self, tid: int, name: str) -> None:
