@@ -5,11 +5,13 @@ Numba keys a cached function by its own file's timestamp only. A helper in
 when ``memory.py`` changes, and then runs stale machine code (seen here as a segfault after the
 operand layout changed). So the first import of ``nki.sim`` compares the digest of the shared helper
 sources with a stamp next to the caches and, if it differs, deletes nki's Numba cache files
-(only nki's: the ``__pycache__`` folders of nki's packages and nki's program folder).
+(only nki's: the ``__pycache__`` folders of nki's packages). Generated programs and helper
+entries live in a folder named by the same digest (``nki.sim.compile.source_dir``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -38,8 +40,9 @@ SHARED = ("sim/helpers/*.py", "sim/numerics.py", "sim/transcend.py", "sim/layout
           "ir/types.py")
 
 
+@functools.lru_cache(maxsize=1)
 def shared_digest() -> str:
-    """Hash of the sources every helper's machine code depends on."""
+    """Hash of the sources every helper's machine code depends on (computed once)."""
     h = hashlib.sha256()
     for pattern in SHARED:
         for path in sorted(ROOT.glob(pattern)):
@@ -48,14 +51,12 @@ def shared_digest() -> str:
     return h.hexdigest()
 
 
-def _numba_cache_files(program_dir: Path):
+def _numba_cache_files():
     for pyc in ROOT.rglob("__pycache__"):
         yield from pyc.glob("*.nb[ic]")
-    if program_dir.is_dir():
-        yield from program_dir.rglob("*.nb[ic]")
 
 
-def refresh_numba_caches(program_dir: Path) -> None:
+def refresh_numba_caches() -> None:
     """Drop nki's Numba caches if the shared helper sources changed since they were written."""
     stamp = ROOT / "sim" / "__pycache__" / _STAMP
     digest = shared_digest()
@@ -64,7 +65,7 @@ def refresh_numba_caches(program_dir: Path) -> None:
             return
     except OSError:
         pass
-    for f in _numba_cache_files(program_dir):
+    for f in _numba_cache_files():
         try:
             f.unlink()
         except OSError:

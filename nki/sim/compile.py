@@ -19,10 +19,13 @@ _HEADER = "from nki.sim.native import run_instr\n\n"
 
 
 def source_dir() -> str:
+    """Where generated sources (and Numba's caches of them) live: one folder per version of
+    the shared helper sources, so two nki installs never use each other's machine code."""
+    from nki._digest import shared_digest
     from nki.config import from_environment
 
     base = from_environment().cache_dir or tempfile.gettempdir()
-    path = os.path.join(base, "programs")
+    path = os.path.join(base, "programs", shared_digest()[:16])
     os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 
