@@ -130,6 +130,14 @@ def _update_registers(PS, irow, L, y, cmd, P, row):
     return regs.copy()
 
 
+@njit(cache=True, nogil=True)
+def _column(H, S, PS, irow, frow, L, base, imm, is_tile, P):
+    """A scale/bias operand as a (P, 1) tile, or its immediate as (1, 1)."""
+    if is_tile == 1:
+        return load_f32(H, S, PS, irow, base, L).reshape(P, 1)
+    return np.full((1, 1), np.float32(frow[imm]), np.float32)
+
+
 @helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def activation(H, S, PS, irow, frow, L):
@@ -143,17 +151,11 @@ def activation(H, S, PS, irow, frow, L):
     z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)
     # column ops run as explicit loops (Numba's broadcasting array expressions are 4-8x slower)
     if use_scale == 1:
-        if t_scale == 1:
-            z = alu.binary_col_f32(alu.MUL, z, load_f32(H, S, PS, irow, SCALE, L).reshape(P, 1),
-                                   False)
-        else:
-            z = alu.binary_col_f32(alu.MUL, z, np.full((1, 1), np.float32(frow[0])), False)
+        z = alu.binary_col_f32(alu.MUL, z, _column(H, S, PS, irow, frow, L, SCALE, 0, t_scale, P),
+                               False)
     if use_bias == 1:
-        if t_bias == 1:
-            z = alu.binary_col_f32(alu.ADD, z, load_f32(H, S, PS, irow, BIAS, L).reshape(P, 1),
-                                   False)
-        else:
-            z = alu.binary_col_f32(alu.ADD, z, np.full((1, 1), np.float32(frow[1])), False)
+        z = alu.binary_col_f32(alu.ADD, z, _column(H, S, PS, irow, frow, L, BIAS, 1, t_bias, P),
+                               False)
     y = apply_act(act, z)
     store_f32(H, S, PS, irow, DST, L, y)
     if cmd == RESET or cmd == REDUCE or cmd == RESET_REDUCE or has_res == 1:

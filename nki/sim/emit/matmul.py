@@ -17,10 +17,9 @@ from scipy.linalg.blas import sgemm as _sgemm
 
 from nki.ir.ops import Opcode
 from nki.sim.emit import emitter
-from nki.sim.helpers import memory as mem
-from nki.sim.helpers.memory import copy_raw, gather, load_f32, scatter, store_f32
+from nki.sim.helpers.memory import copy_raw, load_bits, load_f32, store_bits, store_f32
 from nki.sim.helpers.registry import helper
-from nki.sim.layout import O_SPACE, PhysOperand, operand_base
+from nki.sim.layout import PhysOperand, operand_base
 
 OP0, OP1, OP2 = (operand_base(i) for i in range(3))
 
@@ -68,44 +67,19 @@ def _gemm_f32_numba(a, b):
     return impl
 
 
-# ----- raw bits -----------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
-def _load_bits(H, S, PS, irow, base, L, P, N, size):
-    """An operand's raw element bits as a (P, N) int64 array (``size`` bytes each)."""
-    arena = mem.arena(H, S, PS, irow[base + O_SPACE])
-    off = mem.element_offset(irow, base, L)
-    if size == 4:
-        return gather(arena.view(np.uint32), off, irow, base, P, N).astype(np.int64)
-    if size == 2:
-        return gather(arena.view(np.uint16), off, irow, base, P, N).astype(np.int64)
-    return gather(arena, off, irow, base, P, N).astype(np.int64)
-
-
-@njit(cache=True, nogil=True)
-def _store_bits(H, S, PS, irow, base, L, bits, size):
-    arena = mem.arena(H, S, PS, irow[base + O_SPACE])
-    off = mem.element_offset(irow, base, L)
-    if size == 4:
-        scatter(arena.view(np.uint32), off, irow, base, bits.astype(np.uint32))
-    elif size == 2:
-        scatter(arena.view(np.uint16), off, irow, base, bits.astype(np.uint16))
-    else:
-        scatter(arena, off, irow, base, bits.astype(np.uint8))
-
-
-@njit(cache=True, nogil=True)
-def _transpose_select(H, S, PS, irow, L, K, M, N, size):
+def _transpose_select(H, S, PS, irow, L, K, M, N):
     """Transpose mode: dst[m, n] = stationary[k, m] (bits) for the first k with
     moving[k, n] != 0, else 0; an identity ``moving`` gives ``stationary.T``."""
     sel = load_f32(H, S, PS, irow, OP2, L).reshape(K, N)
-    src = _load_bits(H, S, PS, irow, OP1, L, K, M, size)
+    src = load_bits(H, S, PS, irow, OP1, L, K, M)
     out = np.zeros((M, N), np.int64)
     for n in range(N):
         for k in range(K):
             if sel[k, n] != 0:
                 out[:, n] = src[k, :]
                 break
-    _store_bits(H, S, PS, irow, OP0, L, out, size)
+    store_bits(H, S, PS, irow, OP0, L, out)
 
 
 # ----- helpers ------------------------------------------------------------------------------
@@ -115,11 +89,10 @@ def nc_matmul(H, S, PS, irow, frow, L):
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] in fp32 (products exact, fp32
     accumulation), or the bit-exact transpose mode.
 
-    ints: transpose, accumulate, row_split (2 for double_row: [K, 2, F] → [2K, F]), K, M, N,
-    dst itemsize."""
+    ints: transpose, accumulate, row_split (2 for double_row: [K, 2, F] → [2K, F]), K, M, N."""
     split, K, M, N = irow[4], irow[5], irow[6], irow[7]
     if irow[2] == 1:
-        _transpose_select(H, S, PS, irow, L, K, M, N, irow[8])
+        _transpose_select(H, S, PS, irow, L, K, M, N)
         return 0
     st = load_f32(H, S, PS, irow, OP1, L).reshape(K * split, M)
     mv = load_f32(H, S, PS, irow, OP2, L).reshape(K * split, N)
@@ -171,9 +144,8 @@ def _permuted(op: PhysOperand, ndim: int, axes) -> PhysOperand:
 
 @emitter(Opcode.NC_MATMUL, nc_matmul, reference_matmul)
 def encode_nc_matmul(ins, w, ops):
-    size = ins.operand("dst").dtype.itemsize
     w.ints(int(ins.attr("transpose")), int(ins.attr("accumulate")), int(ins.attr("row_split")),
-           int(ins.attr("k")), int(ins.attr("m")), int(ins.attr("n")), size)
+           int(ins.attr("k")), int(ins.attr("m")), int(ins.attr("n")))
     w.operand(ops["dst"]).operand(ops["stationary"]).operand(ops["moving"])
 
 

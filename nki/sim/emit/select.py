@@ -20,13 +20,11 @@ from nki.ir.ops import Opcode
 from nki.sim.emit import emitter
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
-    arena,
-    element_offset,
-    gather,
     int_range,
     is_int_code,
+    load_bits,
     load_f32,
-    scatter,
+    store_bits,
     store_f32,
     store_i64,
 )
@@ -48,15 +46,6 @@ M32 = 0xFFFFFFFF
 
 # ----- raw bits and fp32 operands ----------------------------------------------------------
 @njit(cache=True, nogil=True)
-def _nbytes(code):
-    if code == 0 or code == 3 or code == 9 or code == 12 or code == 15 or code == 16:
-        return 4
-    if code == 1 or code == 2 or code == 8 or code == 11 or code == 17:
-        return 2
-    return 1
-
-
-@njit(cache=True, nogil=True)
 def _count(irow, base):
     c = irow[base + O_COUNT:base + O_COUNT + 5]
     return c[0] * c[1] * c[2] * c[3] * c[4]
@@ -65,29 +54,7 @@ def _count(irow, base):
 @njit(cache=True, nogil=True)
 def _bits(H, S, PS, irow, base, L, P):
     """An operand's raw bit patterns as a (P, elements/P) int64 array (unsigned)."""
-    mem = arena(H, S, PS, irow[base + O_SPACE])
-    off = element_offset(irow, base, L)
-    n = _count(irow, base) // P
-    w = _nbytes(irow[base + O_DTYPE])
-    if w == 4:
-        return gather(mem.view(np.uint32), off, irow, base, P, n).astype(np.int64)
-    if w == 2:
-        return gather(mem.view(np.uint16), off, irow, base, P, n).astype(np.int64)
-    return gather(mem, off, irow, base, P, n).astype(np.int64)
-
-
-@njit(cache=True, nogil=True)
-def _store_bits(H, S, PS, irow, base, L, bits):
-    """Write raw bit patterns (int64, any shape with the operand's element count)."""
-    mem = arena(H, S, PS, irow[base + O_SPACE])
-    off = element_offset(irow, base, L)
-    w = _nbytes(irow[base + O_DTYPE])
-    if w == 4:
-        scatter(mem.view(np.uint32), off, irow, base, bits.astype(np.uint32))
-    elif w == 2:
-        scatter(mem.view(np.uint16), off, irow, base, bits.astype(np.uint16))
-    else:
-        scatter(mem, off, irow, base, bits.astype(np.uint8))
+    return load_bits(H, S, PS, irow, base, L, P, _count(irow, base) // P)
 
 
 @njit(cache=True, nogil=True)
@@ -149,7 +116,7 @@ def _select_exact(H, S, PS, irow, L, mask, tb, fb, t_imm, f_imm, P, N):
     if _absent(irow, fb):
         _fill(H, S, PS, irow, L, OP0, f_imm, P, N)
         b = _bits(H, S, PS, irow, OP0, L, P)
-    _store_bits(H, S, PS, irow, OP0, L, np.where(mask, a, b))
+    store_bits(H, S, PS, irow, OP0, L, np.where(mask, a, b))
 
 
 @njit(cache=True, nogil=True)
@@ -357,7 +324,7 @@ def dropout(H, S, PS, irow, frow, L):
         prob = _f32(H, S, PS, irow, OP2, L, P)
     drop = _uniform(_rng_next(PS), P, N) < prob
     x = _bits(H, S, PS, irow, OP1, L, P)
-    _store_bits(H, S, PS, irow, OP0, L, np.where(drop, np.zeros((P, N), np.int64), x))
+    store_bits(H, S, PS, irow, OP0, L, np.where(drop, np.zeros((P, N), np.int64), x))
     return 0
 
 
@@ -375,7 +342,7 @@ def nc_stream_shuffle(H, S, PS, irow, frow, L):
         m = (irow[4 + i // 4] >> (8 * (i % 4))) & 255
         if m != 255:
             out[d, :] = src[(d // 32) * 32 + m, :]
-    _store_bits(H, S, PS, irow, OP0, L, out)
+    store_bits(H, S, PS, irow, OP0, L, out)
     return 0
 
 

@@ -321,6 +321,34 @@ def copy_raw(H, S, PS, irow, dst, src, L):
 
 
 @njit(cache=True, nogil=True)
+def load_bits(H, S, PS, irow, base, L, P, N):
+    """An operand's raw element bits as a (P, N) int64 array (unsigned): bit-exact moves and
+    selects that must not round through fp32."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    off = element_offset(irow, base, L)
+    width = _width(irow[base + O_DTYPE])
+    if width == 4:
+        return gather(mem.view(np.uint32), off, irow, base, P, N).astype(np.int64)
+    if width == 2:
+        return gather(mem.view(np.uint16), off, irow, base, P, N).astype(np.int64)
+    return gather(mem, off, irow, base, P, N).astype(np.int64)
+
+
+@njit(cache=True, nogil=True)
+def store_bits(H, S, PS, irow, base, L, bits):
+    """Write raw bit patterns (int64, any shape with the operand's element count)."""
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    off = element_offset(irow, base, L)
+    width = _width(irow[base + O_DTYPE])
+    if width == 4:
+        scatter(mem.view(np.uint32), off, irow, base, bits.astype(np.uint32))
+    elif width == 2:
+        scatter(mem.view(np.uint16), off, irow, base, bits.astype(np.uint16))
+    else:
+        scatter(mem, off, irow, base, bits.astype(np.uint8))
+
+
+@njit(cache=True, nogil=True)
 def _width(code):
     if code == F32 or code == TF32 or code == I32 or code == U32 or code >= 15 and code <= 16:
         return 4
