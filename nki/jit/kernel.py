@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +31,13 @@ class Specialization:
 
     cores: list[CoreProgram]
     settings: Settings
+    # warnings the trace raised (message, category, file, line): replayed when the program
+    # is loaded from the disk cache, so a warm process warns exactly like a cold one
+    warnings: list = field(default_factory=list)
+
+    def replay_warnings(self) -> None:
+        for message, category, filename, lineno in self.warnings:
+            warnings.warn_explicit(message, category, filename, lineno)
 
     @property
     def ir(self) -> str:
@@ -107,12 +115,15 @@ class Kernel:
         spec = disk.load(disk_key) if disk else None
         if spec is None:
             target = get_target(settings.target)
-            with DependencyRecorder() as deps:
+            with DependencyRecorder() as deps, warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 cores = [specialize_core(self.fn, args, kwargs, tensor_args, target, c,
                                          self._lnc, settings) for c in range(self._lnc)]
-            spec = Specialization(cores, settings)
+            spec = Specialization(cores, settings, [(str(w.message), w.category, w.filename,
+                                                     w.lineno) for w in caught])
             if disk and deps.cacheable:
                 disk.store(disk_key, spec, deps.snapshot())
+        spec.replay_warnings()
         self._cache[key] = spec
         return spec
 
