@@ -8,7 +8,12 @@
 | ``NKI_CACHE_DIR`` | where compiled programs are cached | ``~/.cache/nki`` |
 | ``NKI_CACHE`` | 0 disables the on-disk program cache | 1 |
 | ``NKI_CHECK_UNINIT`` | 1: reading never-written SBUF/PSUM raises instead of reading NaN | 0 |
+| ``NKI_CHECK_RACES`` | 1: two ``nl.affine_range`` iterations writing one location raise | 0 |
 | ``NKI_SIMULATOR`` | accepted for compatibility with AWS (every call simulates here) | 1 |
+| ``NKI_TORCH_ROUTING`` | 0: aten mm/bmm/addmm/SDPA on ``neuron`` stay on CPU kernels | 1 |
+| ``NKI_TORCH_BUILD_DIR`` | where nki.torch's C++ extensions are built | ``<cache>/torch-ext`` |
+| ``NKI_TORCH_AUTOLOAD`` | 1: ``import torch`` enables the ``neuron`` device | 0 |
+| ``NEURON_SIM_DEVICE_COUNT`` | how many simulated ``neuron`` devices torch sees | 8 |
 
 Every field can also be overridden per kernel by the keyword of the same name on ``nki.jit``.
 """
@@ -42,6 +47,7 @@ class Settings:
     cache_dir: str = ""
     cache: bool = True
     check_uninit: bool = False
+    check_races: bool = False
 
     def with_overrides(self, **kw) -> Settings:
         known = {f.name for f in fields(self)}
@@ -57,4 +63,33 @@ def from_environment() -> Settings:
         cache_dir=os.environ.get("NKI_CACHE_DIR", "") or _default_cache_dir(),
         cache=_flag("NKI_CACHE", True),
         check_uninit=_flag("NKI_CHECK_UNINIT", False),
+        check_races=_flag("NKI_CHECK_RACES", False),
     )
+
+
+def torch_routing_enabled() -> bool:
+    """Whether the torch bridge starts with aten ops on ``neuron`` routed to NKI kernels (it is
+    not a kernel setting, so it stays out of :class:`Settings` and the program cache keys)."""
+    return _flag("NKI_TORCH_ROUTING", True)
+
+
+def torch_build_dir() -> str:
+    """Root folder of the torch bridge's compiled C++ extensions (one subfolder per source
+    digest, so an edited source never loads a stale build)."""
+    return os.environ.get("NKI_TORCH_BUILD_DIR", "") or str(
+        Path(from_environment().cache_dir) / "torch-ext")
+
+
+def neuron_sim_device_count() -> int:
+    """How many simulated ``neuron`` devices (NeuronCores) torch sees; 1..64."""
+    value = os.environ.get("NEURON_SIM_DEVICE_COUNT", "").strip() or "8"
+    if not value.isdigit() or not 1 <= int(value) <= 64:
+        raise ValueError(f"NEURON_SIM_DEVICE_COUNT must be an integer in 1..64, got {value!r}")
+    return int(value)
+
+
+def torch_autoload() -> None:
+    """torch's ``torch.backends`` entry point: enable the ``neuron`` device on ``import torch``
+    when ``NKI_TORCH_AUTOLOAD=1``, else do nothing (so installing nki claims nothing)."""
+    if _flag("NKI_TORCH_AUTOLOAD", False):
+        import nki.torch  # noqa: F401  (importing it enables the device)

@@ -100,6 +100,10 @@ CATALOG: dict[str, str] = {
     "nki_lnc_degree": "the LNC launch degree is not supported",
     "nki_unsupported_on_target": "the instruction or option is not available on the target "
     "NeuronCore generation",
+    "nki_collective_deadlock": "the cores of a launch wait in cross-core calls that can never "
+    "complete (mismatched barriers, sends or collectives)",
+    "nki_collective_mismatch": "cores met in one cross-core call with different calls or "
+    "operand sizes",
 }
 
 

@@ -107,5 +107,49 @@ class NKIObject:
     """Base class for user classes passed into kernels (dataclass-like meta-values)."""
 
 
+# random numbers, printing and scheduling (nki/lang/rng.py, nki/lang/misc.py)
+# runtime loops and indirect gathers (nki/lang/control.py, nki/lang/indirect.py)
+from nki.lang.control import dynamic_range, fori_loop, while_loop  # noqa: E402
+from nki.lang.indirect import gather_flattened  # noqa: E402
+from nki.lang.misc import device_print, no_reorder  # noqa: E402
+from nki.lang.rng import rand, random_seed  # noqa: E402
+
+
+def _unary_alu(alu: _Alu, x, dtype=None):
+    from nki.lang.vector import tensor_scalar
+
+    out = ndarray(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
+    tensor_scalar(dst=out, data=x, op0=alu, operand0=0.0)
+    return out
+
+
+@_token(alu=_Alu.logical_not)
+def logical_not(x, dtype=None):
+    """Elementwise logical NOT (1 where ``x`` is 0, else 0) as a new SBUF tile.
+
+    Example:
+        >>> m = nl.logical_not(mask)   # doctest: +SKIP
+    """
+    return _unary_alu(_Alu.logical_not, x, dtype)
+
+
+@_token(alu=_Alu.invert)
+def invert(x, dtype=None):
+    """Elementwise bitwise NOT of an integer tile as a new SBUF tile.
+
+    Example:
+        >>> y = nl.invert(bits)   # doctest: +SKIP
+    """
+    return _unary_alu(_Alu.invert, x, dtype)
+
+
+def expand_dims(x, axis: int):
+    """A view of ``x`` with a new size-1 dimension at ``axis``.
+
+    Example:
+        >>> y = nl.expand_dims(t, 2)   # doctest: +SKIP
+    """
+    return x.expand_dim(axis)
+
 __all__ = ([n for n in dir() if not n.startswith("_")] + list(_OPERATORS) + list(_MATMUL_NL)
            + list(_REDUCE_NL) + list(_SELECT_NL))

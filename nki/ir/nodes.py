@@ -186,7 +186,51 @@ class RecordedLoop:
     tensors: list[list[int]] = field(default_factory=list)  # tensors created per iteration
 
 
-Stmt = Union[Instr, Loop, RecordedLoop]
+@dataclass(frozen=True)
+class Reg:
+    """A virtual register (``nisa.register_alloc``), by number; a run-time int value."""
+
+    id: int
+
+    def __str__(self) -> str:
+        return f"r{self.id}"
+
+
+@dataclass(frozen=True)
+class DynFor:
+    """A loop run by the machine over register values (``nl.fori_loop``,
+    ``nl.dynamic_range``): ``for v in range(start, stop, step): var = v; body``.
+
+    The body was traced once; its tiles are allocated once and live for the whole loop.
+    ``start``/``stop`` are ints or registers, ``step`` is a positive int, ``var`` the register
+    that receives the induction value every iteration."""
+
+    var: Reg
+    start: int | Reg
+    stop: int | Reg
+    step: int
+    body: tuple[Stmt, ...]
+    loc: SourceLoc | None = None
+    api: str = "nl.fori_loop"
+
+
+@dataclass(frozen=True)
+class DynWhile:
+    """``var = cond; while var != 0: body; var = next_cond`` over registers
+    (``nl.while_loop``, whose body receives ``var``); the body was traced once. ``var`` is
+    None for ``while reg:``, which tests ``cond`` itself (``next_cond`` is ``cond``)."""
+
+    cond: Reg
+    next_cond: Reg
+    var: Reg | None
+    body: tuple[Stmt, ...]
+    loc: SourceLoc | None = None
+    api: str = "nl.while_loop"
+
+
+DYN_LOOPS = (DynFor, DynWhile)
+
+Stmt = Union[Instr, Loop, RecordedLoop, DynFor, DynWhile]
 
 
 @dataclass(frozen=True)
@@ -219,7 +263,7 @@ def walk(body, depth: int = 0) -> Iterator[tuple[Stmt, int]]:
     """Every statement with its loop depth, in program order (recorded loops included)."""
     for s in body:
         yield s, depth
-        if isinstance(s, Loop):
+        if isinstance(s, (Loop, DynFor, DynWhile)):
             yield from walk(s.body, depth + 1)
         elif isinstance(s, RecordedLoop):
             for it in s.iterations:

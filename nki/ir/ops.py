@@ -42,6 +42,26 @@ class Opcode(enum.IntEnum):
     FILL_UNINIT = 27  # internal: give a fresh tile its NaN / sentinel contents
     DEVICE_PRINT = 28
     RECIPROCAL = 29
+    CORE_BARRIER = 30
+    SENDRECV = 31
+    COLLECTIVE = 32
+    RNG = 33
+    QUANTIZE_MX = 34
+    NC_MATMUL_MX = 35
+    ACTIVATE2 = 36
+    EXPONENTIAL = 37
+    TENSOR_SCALAR_CUMULATIVE = 38
+    SEQUENCE_BOUNDS = 39
+    NONZERO_WITH_COUNT = 40
+    TOPK = 41
+    # registers, indirect DMA and gathers (a block of its own, so concurrent appends never
+    # collide on a value)
+    REGISTER_MOVE = 60
+    REGISTER_LOAD = 61
+    REGISTER_STORE = 62
+    DMA_INDIRECT = 63
+    DMA_COMPUTE = 64
+    NC_N_GATHER = 65
 
 
 class Engine(enum.IntEnum):

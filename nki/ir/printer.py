@@ -9,7 +9,17 @@ from __future__ import annotations
 
 import enum
 
-from nki.ir.nodes import Access, Instr, Loop, Placed, Program, RecordedLoop
+from nki.ir.affine import Affine
+from nki.ir.nodes import Access, DynFor, DynWhile, Instr, Loop, Placed, Program, RecordedLoop
+
+
+def _offset(a: Affine) -> str:
+    """An offset; register terms (negative slots) print as ``r<k>``."""
+    regs = [f"r{-1 - s}" if c == 1 else f"{c}*r{-1 - s}" for s, c in a.terms if s < 0]
+    rest = Affine(a.const, tuple(t for t in a.terms if t[0] >= 0))
+    if regs and rest == Affine(0):
+        return " + ".join(regs)
+    return " + ".join([str(rest)] + regs)
 
 
 def format_operand(op, program: Program | None) -> str:
@@ -23,9 +33,9 @@ def format_operand(op, program: Program | None) -> str:
     if isinstance(op, Access):
         where = f"p{op.partition}+" if program and program.tensor(op.tensor).memory.on_chip \
             else ""
-        return f"{name}[{where}{op.offset}|{dims}]{op.dtype.name}"
+        return f"{name}[{where}{_offset(op.offset)}|{dims}]{op.dtype.name}"
     if isinstance(op, Placed):
-        return f"{name}@{op.space.value}[{op.offset}|{dims}]{op.dtype.name}"
+        return f"{name}@{op.space.value}[{_offset(op.offset)}|{dims}]{op.dtype.name}"
     return repr(op)
 
 
@@ -52,6 +62,8 @@ def format_instr_short(ins: Instr, program: Program | None = None) -> str:
         if program is not None:
             n = program.tensor(a.tensor).name
         names.append(f"{role}={n}")
+    if ins.attr("reg") is not None:          # register instructions name their register
+        names.append(f"reg=r{ins.attr('reg')}")
     where = f"{ins.loc.short} " if ins.loc else ""
     return f"{where}{ins.opcode.name.lower()}({', '.join(names)})"
 
@@ -76,6 +88,16 @@ def _body(stmts, program, indent, lines) -> None:
         elif isinstance(s, Loop):
             where = f"   # {s.loc.short} {s.kind.value}" if s.loc else ""
             lines.append(f"{indent}for i{s.slot} in range({s.trip}):{where}")
+            _body(s.body, program, indent + "  ", lines)
+        elif isinstance(s, DynFor):
+            where = f"   # {s.loc.short} {s.api}" if s.loc else ""
+            bounds = ", ".join(str(v) for v in (s.start, s.stop, s.step))
+            lines.append(f"{indent}for {s.var} in runtime_range({bounds}):{where}")
+            _body(s.body, program, indent + "  ", lines)
+        elif isinstance(s, DynWhile):
+            where = f"   # {s.loc.short} {s.api}" if s.loc else ""
+            var = f" as {s.var}" if s.var is not None else ""
+            lines.append(f"{indent}while {s.cond}{var} (next {s.next_cond}):{where}")
             _body(s.body, program, indent + "  ", lines)
         elif isinstance(s, RecordedLoop):
             lines.append(f"{indent}recorded {s.kind.value} x{len(s.iterations)}:")

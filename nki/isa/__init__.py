@@ -9,9 +9,19 @@ from nki.ir.ops import OobMode as oob_mode
 from nki.ir.ops import ReduceCmd as reduce_cmd
 from nki.ir.target import TARGETS as _TARGETS
 from nki.lang.activation import *  # noqa: F403
-from nki.lang.dma import dma_copy
+from nki.lang.collectives import core_barrier, sendrecv
 from nki.lang.matmul import *  # noqa: F403
+from nki.lang.misc import (
+    activate2,
+    exponential,
+    nonzero_with_count,
+    sequence_bounds,
+    tensor_scalar_cumulative,
+    topk,
+)
+from nki.lang.mx import nc_matmul_mx, quantize_mx
 from nki.lang.reduce import *  # noqa: F403
+from nki.lang.rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed
 from nki.lang.select import *  # noqa: F403
 from nki.lang.tracer import active as _active
 from nki.lang.vector import memset, reciprocal, tensor_copy, tensor_scalar, tensor_tensor
@@ -41,5 +51,25 @@ def get_nc_version() -> int:
     trace = _active()
     return trace.target.nc_version if trace is not None else _TARGETS["trn3"].nc_version
 
+
+class _FloatInfo:
+    """``nisa.fp32.min``: the most negative finite fp32 (bits 0xff7fffff), as in ``nl.fp32``."""
+
+    min = -3.4028234663852886e38
+    max = 3.4028234663852886e38
+
+
+fp32 = _FloatInfo()
+
+# registers and indirect/dynamic DMA; this dma_copy handles indirect views and register
+# offsets and hands every other call to nki.lang.dma.dma_copy
+from nki.lang.control import (  # noqa: E402
+    VirtualRegister,
+    register_alloc,
+    register_load,
+    register_move,
+    register_store,
+)
+from nki.lang.indirect import dma_compute, dma_copy, local_gather, nc_n_gather  # noqa: E402
 
 __all__ = [n for n in dir() if not n.startswith("_")]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nki.errors import NkiCapacityError, fail
-from nki.ir.nodes import Instr, Program, RecordedLoop, TensorDecl
+from nki.ir.nodes import DYN_LOOPS, Instr, Program, RecordedLoop, TensorDecl
 from nki.ir.target import Target
 from nki.ir.types import Memory
 
@@ -27,19 +27,27 @@ def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
     A tensor used inside a loop that it was created before stays live until that loop ends
     (as a compiler keeps a loop-invariant value): freeing it after its last use in the last
     iteration would hand its bytes to that iteration's tiles, so the last iteration would be
-    laid out differently and could not be folded with the others."""
+    laid out differently and could not be folded with the others.
+
+    A runtime loop (``DynFor``/``DynWhile``) was traced once but runs many times: every
+    tensor its body touches is live for the whole loop, so no two of them share bytes."""
     ranges: dict[int, tuple[int, int]] = {}
+    dyn: set[int] = set()                    # spans of runtime loops
     loops_at: list[tuple[int, ...]] = []     # per instruction: the loops around it
     spans: list[list[int]] = []              # per loop: [first, last] instruction index
     counter = [0]
 
     def visit(stmts, stack: tuple[int, ...]) -> None:
         for stmt in stmts:
-            if isinstance(stmt, RecordedLoop):
+            if isinstance(stmt, (RecordedLoop, *DYN_LOOPS)):
                 spans.append([counter[0], counter[0]])
                 inner = stack + (len(spans) - 1,)
-                for it in stmt.iterations:
-                    visit(it, inner)
+                if isinstance(stmt, RecordedLoop):
+                    for it in stmt.iterations:
+                        visit(it, inner)
+                else:
+                    dyn.add(inner[-1])
+                    visit(stmt.body, inner)
                 spans[inner[-1]][1] = counter[0] - 1
             elif isinstance(stmt, Instr):
                 index = counter[0]
@@ -51,6 +59,9 @@ def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
 
     visit(program.body, ())
     for tid, (lo, hi) in ranges.items():
+        for loop in loops_at[lo] + loops_at[hi]:
+            if loop in dyn:
+                lo, hi = min(lo, spans[loop][0]), max(hi, spans[loop][1])
         for loop in loops_at[hi]:
             if spans[loop][0] > lo:
                 hi = max(hi, spans[loop][1])
@@ -104,15 +115,47 @@ class _FreeList:
         self.free = merged
 
 
-def allocate(program: Program, target: Target) -> Program:
-    """Place every tensor; raises NkiCapacityError when live tensors do not fit."""
-    ranges = live_ranges(program)
-    placed: dict[int, TensorDecl] = {}
-    hbm_top = 0
+def _is_core_private(t: TensorDecl) -> bool:
+    """A core's own HBM scratch (each LNC core has its own copy on hardware)."""
+    return t.memory is Memory.PRIVATE_HBM and t.role == "internal"
+
+
+def _hbm_size(t: TensorDecl) -> int:
+    return -(-max(t.free_size * t.dtype.itemsize, 1) // HBM_ALIGN) * HBM_ALIGN
+
+
+def hbm_footprint(program: Program) -> tuple[int, int]:
+    """(bytes of HBM tensors the cores share, bytes of this core's private scratch)."""
+    shared = sum(_hbm_size(t) for t in program.tensors
+                 if t.memory.is_hbm and not _is_core_private(t))
+    private = sum(_hbm_size(t) for t in program.tensors if _is_core_private(t))
+    return shared, private
+
+
+def _place_hbm(program: Program, private_base: int | None) -> tuple[dict, int]:
+    """HBM addresses: the shared tensors (inputs, outputs, constants, shared scratch) from 0
+    in creation order — the same in every core's trace — then this core's private scratch
+    from ``private_base`` (by default right after the shared ones)."""
+    placed, top = {}, 0
     for t in program.tensors:
-        if t.memory.is_hbm:
-            placed[t.id] = replace(t, address=(0, hbm_top))
-            hbm_top += -(-max(t.free_size * t.dtype.itemsize, 1) // HBM_ALIGN) * HBM_ALIGN
+        if t.memory.is_hbm and not _is_core_private(t):
+            placed[t.id] = replace(t, address=(0, top))
+            top += _hbm_size(t)
+    top = top if private_base is None else max(top, private_base)
+    for t in program.tensors:
+        if _is_core_private(t):
+            placed[t.id] = replace(t, address=(0, top))
+            top += _hbm_size(t)
+    return placed, top
+
+
+def allocate(program: Program, target: Target, private_base: int | None = None) -> Program:
+    """Place every tensor; raises NkiCapacityError when live tensors do not fit.
+
+    ``private_base``: where this core's private HBM scratch starts (LNC launches give each
+    core its own range, see ``nki.jit.specialize.specialize_cores``)."""
+    ranges = live_ranges(program)
+    placed, hbm_top = _place_hbm(program, private_base)
     events = sorted((r[0], 0, tid) for tid, r in ranges.items()
                     if program.tensor(tid).memory.on_chip)
     ends = sorted((r[1], tid) for tid, r in ranges.items()

@@ -14,7 +14,8 @@ from nki.ir.printer import format_program
 from nki.ir.target import get_target
 from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
 from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
-from nki.jit.specialize import CoreProgram, specialize_core
+from nki.jit.races import check_core_races
+from nki.jit.specialize import CoreProgram, specialize_cores
 from nki.lang.tracer import user_loc
 from nki.sim.runtime import Executable, run_cores
 
@@ -59,7 +60,7 @@ class Kernel:
 
     ``kernel[2](...)`` launches it on two logical cores (LNC 2). Our execution keywords:
     ``backend="numba"|"python"``, ``target="trn1"|"trn2"|"trn3"`` (also AWS's
-    ``platform_target=``), ``check_uninit=True``, ``precise_fp=False``.
+    ``platform_target=``), ``check_uninit=True``, ``check_races=True``, ``precise_fp=False``.
     """
 
     def __init__(self, fn, **options):
@@ -82,6 +83,27 @@ class Kernel:
         clone = Kernel.__new__(Kernel)
         clone.__dict__.update(self.__dict__)
         clone._lnc = lnc
+        return clone
+
+    def with_schedule(self, schedule) -> Kernel:
+        """AWS's scheduling hints: ``[(name_after, name_before_or_names), ...]`` over the
+        ``name=`` of ISA calls. The simulator runs instructions in program order, so any
+        order the hints ask for already holds; they are checked for shape and kept.
+
+        Example:
+            >>> k2 = kernel.with_schedule([("store_out", "matmul_0")])  # doctest: +SKIP
+        """
+        pairs = []
+        for item in schedule:
+            if not (isinstance(item, (tuple, list)) and len(item) == 2
+                    and isinstance(item[0], str)
+                    and (isinstance(item[1], str) or all(isinstance(n, str) for n in item[1]))):
+                raise fail("nki_invalid_argument", f"with_schedule: {item!r} is not a pair "
+                           "(instruction name, name or list of names)", user_loc())
+            pairs.append((item[0], item[1] if isinstance(item[1], str) else tuple(item[1])))
+        clone = Kernel.__new__(Kernel)
+        clone.__dict__.update(self.__dict__)
+        clone.schedule = tuple(pairs)
         return clone
 
     def settings(self, **overrides) -> Settings:
@@ -117,8 +139,9 @@ class Kernel:
             target = get_target(settings.target)
             with DependencyRecorder() as deps, warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                cores = [specialize_core(self.fn, args, kwargs, tensor_args, target, c,
-                                         self._lnc, settings) for c in range(self._lnc)]
+                cores = specialize_cores(self.fn, args, kwargs, tensor_args, target,
+                                         self._lnc, settings)
+                _check_core_races(cores, target)
             spec = Specialization(cores, settings, [(str(w.message), w.category, w.filename,
                                                      w.lineno) for w in caught])
             if disk and deps.cacheable:
@@ -133,6 +156,13 @@ class Kernel:
         return execute(spec, tensor_args)
 
 
+def _check_core_races(cores: list[CoreProgram], target) -> None:
+    """Two LNC cores must not write the same shared HBM bytes (each core was traced alone)."""
+    if len(cores) > 1:
+        for core, program in zip(cores, check_core_races([c.program for c in cores], target)):
+            core.program = program
+
+
 def execute(spec: Specialization, tensor_args: dict[int, TensorArg]):
     """Lay out HBM, run every core, copy outputs out and written inputs back."""
     target = get_target(spec.settings.target)
@@ -141,16 +171,15 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg]):
     # HBM is laid out per call: inputs and constants copied in, outputs given the NaN/4
     # sentinel of never-written memory; internal HBM tensors need nothing (reads of unwritten
     # bytes were found while tracing)
-    hbm = np.empty(dict(prog.meta).get("hbm_bytes", 64) or 64, np.uint8)
+    hbm = np.empty(max(dict(c.program.meta).get("hbm_bytes", 64) for c in spec.cores) or 64,
+                   np.uint8)
     inputs = [tensor_args[i] for i in sorted(tensor_args)]
     for ta, tid in zip(inputs, first.input_ids):
         _hbm_slice(hbm, prog, tid)[:] = ta.array.reshape(-1).view(np.uint8)
     for tid, data in first.constants.items():
         _hbm_slice(hbm, prog, tid)[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     for tid in first.output_ids:
-        decl = prog.tensor(tid)
-        _hbm_slice(hbm, prog, tid).view(decl.dtype.host_dtype())[:] = \
-            np.nan if decl.dtype.is_float else 4
+        _fill_unwritten(_hbm_slice(hbm, prog, tid), prog.tensor(tid).dtype)
     exes = [Executable(c.generated, spec.settings.backend) for c in spec.cores]
     run_cores(exes, hbm, target)
     like_torch = any(ta.is_torch for ta in inputs)
@@ -161,6 +190,18 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg]):
     if not outs:
         return None
     return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def _fill_unwritten(raw: np.ndarray, dtype) -> None:
+    """The sentinel of never-written memory: NaN for floats, all-ones bits for packed MX
+    words (NaN lanes in the fp8 formats; fp4 has no NaN), 4 for integers."""
+    host = dtype.host_dtype()
+    if not dtype.is_float:
+        raw.view(host)[:] = 4
+    elif np.issubdtype(host, np.integer):
+        raw[:] = 0xFF
+    else:
+        raw.view(host)[:] = np.nan
 
 
 def _hbm_slice(hbm: np.ndarray, prog, tid: int) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from nki.ir.nodes import Access, Instr, Loop, Placed, Program, RecordedLoop
+from nki.ir.nodes import DYN_LOOPS, Access, Instr, Loop, Placed, Program, RecordedLoop
 from nki.ir.target import Target
 from nki.ir.types import Memory
 
@@ -36,7 +36,7 @@ def lower(program: Program, target: Target) -> Program:
         for s in stmts:
             if isinstance(s, Instr):
                 out.append(s.map_accesses(fix))
-            elif isinstance(s, Loop):
+            elif isinstance(s, (Loop, *DYN_LOOPS)):
                 out.append(replace(s, body=tuple(body(s.body))))
             elif isinstance(s, RecordedLoop):
                 out.append(RecordedLoop(s.kind, s.loc, [body(it) for it in s.iterations],

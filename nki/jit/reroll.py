@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nki.ir.affine import Affine
-from nki.ir.nodes import Instr, Loop, Placed, Program, RecordedLoop, Stmt
+from nki.ir.nodes import DYN_LOOPS, Instr, Loop, Placed, Program, RecordedLoop, Stmt
 from nki.ir.ops import LoopKind
 from nki.jit.fold import fold_plain_loops
 
@@ -156,6 +156,9 @@ def reroll_body(stmts, slot: int = 0) -> list[Stmt]:
     for s in stmts:
         if isinstance(s, RecordedLoop):
             out.extend(_fold(s, slot))
+        elif isinstance(s, DYN_LOOPS):
+            # a runtime loop stays as it is (it was traced once); only its body is folded
+            out.append(replace(s, body=tuple(reroll_body(s.body, slot))))
         else:
             out.append(s)
     if slot < NSLOTS_LIMIT:

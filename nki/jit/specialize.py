@@ -7,20 +7,21 @@ import inspect
 from dataclasses import dataclass, replace
 
 from nki.errors import fail
-from nki.ir.nodes import Access, Instr, Program, RecordedLoop, count_instrs, walk
+from nki.ir.nodes import DYN_LOOPS, Access, Instr, Program, RecordedLoop, count_instrs, walk
 from nki.ir.ops import Opcode
 from nki.ir.printer import format_program
 from nki.ir.target import Target
 from nki.ir.types import Memory
-from nki.jit.allocate import allocate
+from nki.jit.allocate import allocate, hbm_footprint
 from nki.jit.args import TensorArg
 from nki.jit.lower import lower
+from nki.jit.races import check_races
 from nki.jit.reroll import reroll
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import Trace
 from nki.sim.codegen import Generated, generate
 
-PASSES = (("allocate", allocate), ("lower", lower), ("reroll", None))
+PASSES = (("allocate", allocate), ("lower", lower), ("races", check_races), ("reroll", None))
 
 
 @dataclass
@@ -101,7 +102,11 @@ def insert_fresh_fills(body: list, fresh: set[int], tensors: dict) -> list:
                 out.append(RecordedLoop(s.kind, s.loc, [visit(it) for it in s.iterations],
                                         s.tensors))
                 continue
-            for _, acc, _ in s.accesses():
+            # a runtime loop runs its body many times: fill before the loop, once
+            accs = ([a for x, _ in walk(s.body) if isinstance(x, Instr) for _, a, _ in
+                     x.accesses()] if isinstance(s, DYN_LOOPS) else [a for _, a, _ in
+                                                                      s.accesses()])
+            for acc in accs:
                 if acc.tensor in pending:
                     pending.discard(acc.tensor)
                     out.append(Instr(Opcode.FILL_UNINIT, (("dst", whole(tensors[acc.tensor])),),
@@ -119,18 +124,31 @@ def whole(decl) -> Access:
     return NkiTensor(decl).access()
 
 
-def run_passes(program: Program, target: Target) -> Program:
-    program = allocate(program, target)
+def run_passes(program: Program, target: Target, settings=None,
+               private_base: int | None = None) -> Program:
+    program = allocate(program, target, private_base)
     program = lower(program, target)
+    program = check_races(program, target, affine=bool(getattr(settings, "check_races", False)))
     return reroll(program)
 
 
-def specialize_core(fn, args, kwargs, tensor_args, target, core, lnc, settings) -> CoreProgram:
-    program, trace, in_ids, out_ids = trace_core(fn, args, kwargs, tensor_args, target, core,
-                                                 lnc, settings)
+def specialize_cores(fn, args, kwargs, tensor_args, target, lnc, settings) -> list[CoreProgram]:
+    """Trace every core, then place and compile each. Tracing all cores first lets each
+    core's private HBM scratch get its own range after the tensors the cores share."""
+    traced = [trace_core(fn, args, kwargs, tensor_args, target, core, lnc, settings)
+              for core in range(lnc)]
+    sizes = [hbm_footprint(program) for program, *_ in traced]
+    shared = max(s for s, _ in sizes)
+    stride = max(p for _, p in sizes)
+    return [_finish_core(t, target, settings, shared + core * stride)
+            for core, t in enumerate(traced)]
+
+
+def _finish_core(traced, target, settings, private_base: int) -> CoreProgram:
+    program, trace, in_ids, out_ids = traced
     written = sorted({acc.tensor for s, _ in walk(program.body) if hasattr(s, "writes")
                       for _, acc in s.writes} & set(in_ids))
-    final = run_passes(program, target)
+    final = run_passes(program, target, settings, private_base)
     final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),))
     return CoreProgram(final, generate(final), dict(trace.constants), in_ids, out_ids, written)
 

@@ -55,7 +55,8 @@ def _create(call: Call, shape, dtype, buffer, name: str, address=None) -> NkiTen
     role = "output" if mem is Memory.SHARED_HBM else "internal"
     decl = call.trace.new_tensor(mem, shape, dt, name=name, role=role, loc=call.loc,
                                  address=address)
-    return NkiTensor(decl)
+    # the handle keeps the declared dtype even when NKI_PRECISE_FP=0 stores it as fp32
+    return NkiTensor(decl, dtype=dt)
 
 
 def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None) -> NkiTensor:

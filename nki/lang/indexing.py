@@ -66,13 +66,38 @@ def _resolve_int(t: NkiTensor, dim: int, k, size: int) -> int:
     return i
 
 
+def _dynamic_index(t: NkiTensor, d: int, k, size: int, count: int = 1):
+    """The offset term of a register-valued index ``k`` on dim ``d`` (in elements of the
+    dim), or None when ``k`` is static. Bounds are checked at run time."""
+    if isinstance(k, DynSlice):
+        k = k.start
+    if not hasattr(k, "nki_affine"):
+        return None
+    if t.on_chip and d == 0:
+        raise validation("nki_invalid_view", f"a register cannot index the partition dim of "
+                         f"on-chip tensor {t.name!r}; dynamic offsets move free dims only")
+    if count > size:
+        raise validation("err_tensor_access_out_of_bound", f"a dynamic slice of {count} "
+                         f"elements exceeds dim {d} of {t.name!r} (size {size})")
+    return k.nki_affine()
+
+
 def index_view(t: NkiTensor, key) -> NkiTensor:
-    """``t[key]`` with NKI's rules for ints, slices, ``nl.ds``, negatives and ``...``."""
+    """``t[key]`` with NKI's rules for ints, slices, ``nl.ds``, negatives and ``...``; a
+    register (or ``nl.ds(register, n)``) moves the view at run time."""
     key = _normalize_key(t, key)
     part, off = t._part, t._off
     dims: list[tuple[int, int]] = []
     dropped_free = False
     for d, (k, (stride, size)) in enumerate(zip(key, t._dims)):
+        dyn = _dynamic_index(t, d, k, size, int(k.size) if isinstance(k, DynSlice) else 1)
+        if dyn is not None:
+            off = dyn * stride + off
+            if isinstance(k, DynSlice):
+                dims.append((stride * int(k.step), int(k.size)))
+            else:
+                dropped_free = True
+            continue
         if isinstance(k, (slice, DynSlice)):
             start, count, step = _resolve_slice(t, d, k, size)
             if t.on_chip and d == 0:
@@ -173,6 +198,9 @@ def dtype_view(t: NkiTensor, dtype) -> NkiTensor:
     """Bit reinterpretation: the last dim is rescaled by the itemsize ratio."""
     new = as_dtype(dtype)
     old = t.dtype
+    if not isinstance(t._off, int) and new.itemsize != old.itemsize:
+        raise validation("nki_invalid_view", f"view({new.name}) of {t.name!r}: a view moved "
+                         "by a register cannot change its element size")
     if new.itemsize == old.itemsize:
         return t._new(t._dims, dtype=new)
     last_stride, last_count = t._dims[-1]
@@ -207,6 +235,9 @@ def ap_view(t: NkiTensor, pattern, offset, dtype) -> NkiTensor:
     if not pairs:
         raise validation("nki_invalid_view", ".ap needs at least one [stride, count] pair")
     decl = t.decl
+    if offset is None and not isinstance(t.offset, int):
+        raise validation("nki_invalid_view", f".ap on {t.name!r}, a view moved by a register, "
+                         "needs an explicit offset=")
     if not t.on_chip:
         off = t.offset * t.dtype.itemsize // dt.itemsize if offset is None else int(offset)
         return t._new(tuple(pairs), off=off, part=0, dtype=dt)

@@ -9,7 +9,6 @@ import math
 
 import numpy as np
 
-from nki.errors import NkiUnsupportedError, fail
 from nki.ir.nodes import Instr
 from nki.ir.ops import Alu, Opcode, ReduceCmd
 from nki.ir.types import Memory
@@ -572,15 +571,14 @@ def nl_dropout(x, rate, dtype=None):
 
 
 def device_print(prefix, tensor):
-    """Print a tensor at run time. Not implemented by the simulator yet: raises
-    ``NkiUnsupportedError`` (code ``nki_not_implemented``).
+    """Print a tensor at run time (the rule lives in ``nki/lang/misc.py``).
 
     Example:
         >>> nl.device_print("scores", s)  # doctest: +SKIP
     """
-    call = Call("nl.device_print")
-    raise fail("nki_not_implemented", f"nl.device_print({prefix!r}, ...): printing tensors at "
-               "run time is not supported by the simulator yet", call.loc, NkiUnsupportedError)
+    from nki.lang.misc import device_print as _device_print
+
+    return _device_print(prefix, tensor)
 
 
 nl_dropout.__name__ = nl_dropout.__qualname__ = "dropout"

@@ -42,15 +42,16 @@ class NkiTensor:
         (128, 256)
     """
 
-    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims")
+    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims", "_ind")
 
     def __init__(self, decl: TensorDecl, dtype: DType | None = None, part: int = 0,
-                 off: int = 0, dims: Dims | None = None):
+                 off: int | Affine = 0, dims: Dims | None = None, ind=None):
         self._decl = decl
         self._dtype = dtype or decl.dtype
         self._part = part
-        self._off = off
+        self._off = off          # an Affine when a register moves the view at run time
         self._dims = dims if dims is not None else _compact_dims(decl)
+        self._ind = ind          # (index tile, indirect_dim) of a vector_offset view
 
     # ----- NKI attributes ------------------------------------------------------------------
     @property
@@ -98,11 +99,14 @@ class NkiTensor:
 
     def access(self) -> Access:
         """The IR operand for this view."""
-        return Access(self._decl.id, self._dtype, Affine(self._off), self._dims,
+        return Access(self._decl.id, self._dtype, Affine.of(self._off), self._dims,
                       Affine(self._part))
 
     def _new(self, dims: Dims, off: int | None = None, part: int | None = None,
              dtype: DType | None = None) -> NkiTensor:
+        if self._ind is not None:
+            raise validation("nki_invalid_view", f"an indirect (vector_offset) view of "
+                             f"{self.name!r} cannot be viewed further; pass it to the DMA")
         if len(dims) > MAX_DIMS:
             raise validation("err_exceed_max_supported_dimension",
                              f"a view of {self.name!r} would have {len(dims)} dims; "
@@ -143,18 +147,26 @@ class NkiTensor:
                              f"0 <= start < end <= {size} and step >= 1")
         return self[tuple([slice(None)] * dim + [slice(start, end, step)])]
 
-    def select(self, dim: int, index: int) -> NkiTensor:
-        """Drop ``dim`` by taking one static index of it."""
+    def select(self, dim: int, index) -> NkiTensor:
+        """Drop ``dim`` by taking one index of it: a static int, or a register / one-element
+        integer tile (a dynamic select, bounds-checked at run time).
+
+        Example:
+            >>> row = x.select(0, 3)                                   # doctest: +SKIP
+        """
         dim = self._dim(dim)
         if self.on_chip and dim == 0:
             raise validation("nki_invalid_view", "select cannot drop the partition dim "
                              f"of on-chip tensor {self.name!r}")
         stride, size = self._dims[dim]
-        if not isinstance(index, int):
-            from nki.errors import NkiUnsupportedError, fail
+        if isinstance(index, NkiTensor):
+            from nki.lang.common import Call
+            from nki.lang.control import scalar_register
 
-            raise fail("nki_not_implemented", "dynamic select with a tensor index",
-                       None, NkiUnsupportedError)
+            index = scalar_register(Call(f"{self.name}.select"), index)
+        if hasattr(index, "nki_affine"):
+            dims = self._dims[:dim] + self._dims[dim + 1:]
+            return self._new(dims, off=index.nki_affine() * stride + self._off)
         if not 0 <= index < size:
             raise validation("err_tensor_access_out_of_bound",
                              f"{self.name}.select({dim}, {index}): index outside [0, {size})")
@@ -245,12 +257,32 @@ class NkiTensor:
         """Address the underlying storage with ``[[stride, count], ...]`` pairs."""
         from nki.lang.indexing import ap_view
 
-        if scalar_offset is not None or vector_offset is not None:
-            from nki.errors import NkiUnsupportedError, fail
+        view = ap_view(self, pattern, offset, dtype)
+        if scalar_offset is None and vector_offset is None:
+            return view
+        from nki.lang.indirect import dynamic_ap
 
-            raise fail("nki_not_implemented", ".ap with scalar_offset/vector_offset "
-                       "(dynamic access)", None, NkiUnsupportedError)
-        return ap_view(self, pattern, offset, dtype)
+        return dynamic_ap(self, view, scalar_offset, vector_offset, indirect_dim)
+
+    def vector_select(self, dim: int, offsets) -> NkiTensor:
+        """HBM only: row ``i`` of dim 0 is row ``offsets[i]`` (a ``[P, 1]`` integer SBUF tile)
+        of this view; an indirect view for ``dma_copy`` / ``dma_compute``.
+
+        Example:
+            >>> nisa.dma_copy(dst=rows, src=table.vector_select(0, idx))  # doctest: +SKIP
+        """
+        from nki.lang.indirect import vector_select
+
+        return vector_select(self, self._dim(dim), offsets)
+
+    def indirect(self, index, num_elem=None) -> NkiTensor:
+        """trn3 tensor indirection: not simulated (its semantics are not documented enough)."""
+        from nki.errors import NkiUnsupportedError, fail
+        from nki.lang.tracer import user_loc
+
+        raise fail("nki_not_implemented", f"{self.name}.indirect(...) (trn3 tensor "
+                   "indirection); use .ap(vector_offset=...) for gathers", user_loc(),
+                   NkiUnsupportedError)
 
     def get_pattern(self) -> list[list[int]]:
         return [[s, c] for s, c in self._dims]
@@ -261,7 +293,7 @@ class NkiTensor:
         return is_contiguous(self._dims, self.on_chip)
 
     def is_indirect(self) -> bool:
-        return False
+        return self._ind is not None
 
     def _dim(self, dim: int) -> int:
         d = dim + self.ndim if dim < 0 else dim

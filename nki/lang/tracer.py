@@ -19,11 +19,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from nki.errors import NkiValidationError, SourceLoc, fail
+from nki.errors import NkiUnsupportedError, NkiValidationError, SourceLoc, fail
+from nki.ir import types as irt
 from nki.ir.nodes import Access, Instr, RecordedLoop, Stmt, TensorDecl
 from nki.ir.ops import LoopKind, Opcode
 from nki.ir.target import Target
-from nki.ir.types import DType, Memory
+from nki.ir.types import FLOAT32, DType, Memory
+
+# dtypes NKI_PRECISE_FP=0 keeps in fp32 storage inside the kernel (AWS: "=0 uses fp32")
+LOW_PRECISION_FLOATS = frozenset((irt.BFLOAT16, irt.FLOAT16, irt.FLOAT8_E4M3, irt.FLOAT8_E5M2,
+                                  irt.FLOAT8_E4M3FN))
 
 _CURRENT: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("nki_trace", default=None)
 
@@ -72,9 +77,13 @@ class Trace:
         self._written: dict[int, np.ndarray] = {}
         self._mm_written: dict[int, np.ndarray] = {}
         self.uninit_reads: dict[int, SourceLoc | None] = {}
+        # tensors stored as fp32 under precise_fp=False: id -> the dtype the kernel declared
+        self.widened: dict[int, DType] = {}
         self.constants: dict[int, np.ndarray] = {}
         self.launched_with_grid = False
         self.warnings: list[str] = []
+        self.num_registers = 0                 # virtual registers allocated so far
+        self.open_while: list[tuple] = []      # 'while reg:' loops being traced
         self._token: contextvars.Token | None = None
 
     # ----- context -------------------------------------------------------------------------
@@ -84,6 +93,11 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         _CURRENT.reset(self._token)
+        if exc[0] is None and self.open_while:
+            reg, _, loc = self.open_while[-1]
+            raise fail("err_dynamic_control_flow_not_supported",
+                       f"the truth value of register r{reg} was tested outside a 'while' loop "
+                       "(e.g. 'if reg:'); registers only drive runtime loops", loc)
 
     # ----- tensors -------------------------------------------------------------------------
     def new_tensor(self, memory: Memory, shape: tuple[int, ...], dtype: DType, *,
@@ -91,7 +105,10 @@ class Trace:
                    address: tuple[int, int] | None = None) -> TensorDecl:
         tid = len(self.tensors)
         site = (loc.filename, loc.lineno) if loc else ()
-        decl = TensorDecl(tid, name or f"t{tid}", memory, tuple(int(s) for s in shape), dtype,
+        storage = self._storage_dtype(memory, dtype, role, address)
+        if storage is not dtype:
+            self.widened[tid] = dtype
+        decl = TensorDecl(tid, name or f"t{tid}", memory, tuple(int(s) for s in shape), storage,
                           role, loc, address, address is not None, site)
         self.tensors[tid] = decl
         if self._loops:
@@ -106,18 +123,44 @@ class Trace:
                 self._mm_written[tid] = np.zeros_like(table)
         return decl
 
+    def _storage_dtype(self, memory: Memory, dtype: DType, role: str,
+                       address: tuple[int, int] | None) -> DType:
+        """The dtype a new tensor is stored as. With precise_fp off, low-precision floats
+        inside the kernel (on chip, internal HBM) are kept in fp32 so precision loss can be
+        told apart from algorithm bugs; kernel inputs/outputs keep their dtype (the DMA
+        converts at the boundary) and ``address=`` tiles keep theirs (they alias bytes)."""
+        if self.precise_fp or dtype not in LOW_PRECISION_FLOATS or address is not None:
+            return dtype
+        if memory.on_chip or (memory is Memory.PRIVATE_HBM and role == "internal"):
+            return FLOAT32
+        return dtype
+
+    def _storage_access(self, acc: Access, api: str, loc: SourceLoc | None) -> Access:
+        """An operand of a widened tensor, addressed in its fp32 storage (same elements)."""
+        logical = self.widened.get(acc.tensor)
+        if logical is None:
+            return acc
+        if acc.dtype != logical:
+            raise fail("nki_not_implemented", f"{api}: a {acc.dtype.name} view of the "
+                       f"{logical.name} tensor {self.tensors[acc.tensor].name!r} reinterprets "
+                       "its bits, which NKI_PRECISE_FP=0 (fp32 storage) cannot do; run with "
+                       "NKI_PRECISE_FP=1", loc, NkiUnsupportedError)
+        return replace(acc, dtype=FLOAT32)
+
     def rename(self, tid: int, name: str) -> None:
         self.tensors[tid] = replace(self.tensors[tid], name=name)
 
     @property
     def in_loop(self) -> bool:
-        return bool(self._loops)
+        """Inside a recorded loop or a runtime loop's body (a nested statement list)."""
+        return bool(self._loops) or len(self._stack) > 1
 
     # ----- write tracking --------------------------------------------------------------------
     def _byte_view(self, table: np.ndarray, acc: Access) -> np.ndarray:
         """A strided view of a per-byte flag table covering exactly the bytes ``acc`` touches."""
         decl = self.tensors[acc.tensor]
-        isz = acc.dtype.itemsize
+        # a widened tensor's table counts fp32 bytes; its views count the same elements
+        isz = decl.dtype.itemsize if acc.tensor in self.widened else acc.dtype.itemsize
         rowbytes = table.shape[1]
         base = acc.partition.const * rowbytes + acc.offset.const * isz
         dims = acc.dims if decl.memory.on_chip else ((0, 1),) + acc.dims
@@ -127,21 +170,23 @@ class Trace:
         flat = table.reshape(-1)
         return np.lib.stride_tricks.as_strided(flat[base:], shape=shape, strides=strides)
 
-    def record_write(self, acc: Access, by_matmul: bool = False) -> None:
+    def record_write(self, acc: Access, by_matmul: bool = False, dynamic: bool = False) -> None:
         table = self._written.get(acc.tensor)
         if table is None:
             return
-        self._byte_view(table, acc)[...] = True
+        # a write whose place is known only at run time may touch any byte of the tensor
+        view = table if dynamic or _dynamic(acc) else self._byte_view(table, acc)
+        view[...] = True
         mm = self._mm_written.get(acc.tensor)
         if mm is not None:
-            self._byte_view(mm, acc)[...] = by_matmul
+            (mm if dynamic or _dynamic(acc) else self._byte_view(mm, acc))[...] = by_matmul
 
     def written_state(self, acc: Access, matmul: bool = False) -> str:
         """``"all"``, ``"none"`` or ``"some"`` of the bytes of ``acc`` written (by a matmul)."""
         table = (self._mm_written if matmul else self._written).get(acc.tensor)
         if table is None:
             return "all"
-        view = self._byte_view(table, acc)
+        view = table if _dynamic(acc) else self._byte_view(table, acc)
         if view.all():
             return "all"
         return "some" if view.any() else "none"
@@ -167,12 +212,37 @@ class Trace:
     # ----- statements ----------------------------------------------------------------------
     def emit(self, instr: Instr, *, by_matmul: bool = False, api: str = "") -> Instr:
         """Append an instruction after its rule passed; updates write tracking."""
+        if self.widened:
+            name = api or instr.opcode.name.lower()
+            instr = instr.map_accesses(lambda a: self._storage_access(a, name, instr.loc))
+        indirect = instr.attr("indirect", ())
+        if indirect or any(_dynamic(a) for _, a, _ in instr.accesses()):
+            from nki.lang.control import dynamic_checks
+
+            instr = dynamic_checks(self, instr)
         for role, acc in instr.reads:
-            self.check_read(role, acc, api or instr.opcode.name.lower(), instr.loc)
-        for _, acc in instr.writes:
-            self.record_write(acc, by_matmul=by_matmul)
+            if role not in indirect:     # rows chosen at run time: no trace-time tracking
+                self.check_read(role, acc, api or instr.opcode.name.lower(), instr.loc)
+        for role, acc in instr.writes:
+            self.record_write(acc, by_matmul=by_matmul, dynamic=role in indirect)
         self._stack[-1].append(instr)
         return instr
+
+    def append(self, stmt: Stmt) -> None:
+        """Append a finished statement (a runtime loop node) to the current block."""
+        self._stack[-1].append(stmt)
+
+    def begin_dyn(self) -> list[Stmt]:
+        """Start collecting the body of a runtime loop; returns the body list."""
+        body: list[Stmt] = []
+        self._stack.append(body)
+        return body
+
+    def end_dyn(self, body: list[Stmt]) -> None:
+        if self._stack[-1] is not body:
+            raise fail("err_dynamic_control_flow_not_supported", "a runtime loop's body "
+                       "was left while another loop was still open", user_loc())
+        self._stack.pop()
 
     def begin_loop(self, kind: LoopKind, loc: SourceLoc | None) -> RecordedLoop:
         rec = RecordedLoop(kind, loc)
@@ -193,6 +263,11 @@ class Trace:
             self._stack.pop()
         if self._loops and self._loops[-1] is rec:
             self._loops.pop()
+
+
+def _dynamic(acc: Access) -> bool:
+    """Whether a register moves the access at run time (register terms: negative slots)."""
+    return any(s < 0 for s, _ in acc.offset.terms)
 
 
 def validation(code: str, detail: str, loc: SourceLoc | None = None) -> NkiValidationError:

@@ -13,16 +13,19 @@ same source runs compiled by Numba or as plain Python; only ``run_instr`` differ
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from nki.ir.nodes import Instr, Loop, Placed, Program
+from nki.ir.affine import Affine
+from nki.ir.nodes import DynFor, DynWhile, Instr, Loop, Placed, Program, Reg
+from nki.ir.ops import OobMode
 from nki.ir.printer import format_instr_short
 from nki.ir.types import Memory
 from nki.sim.emit import EMITTERS, load_all
+from nki.sim.emit.control import register_file_source
 from nki.sim.helpers.registry import helper_id, helper_id_by_name, helper_name
-from nki.sim.layout import NF, ROW, PhysOperand, RowWriter
+from nki.sim.layout import NF, NSLOTS, ROW, PhysOperand, RowWriter
 
 SPACES = {Memory.SHARED_HBM: 0, Memory.PRIVATE_HBM: 0, Memory.SBUF: 1, Memory.PSUM: 2}
 
@@ -38,6 +41,7 @@ class Generated:
     origins: list[str]       # per instruction row: "file.py:12 nisa.op(...)"
     locs: list               # per row: SourceLoc or None
     helpers: list[str]       # per row: helper name (ids are per process; names are stable)
+    notes: dict = field(default_factory=dict)   # row -> what its runtime checks require
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -73,6 +77,10 @@ class _Emitter:
         self.origins: list[str] = []
         self.locs: list = []
         self.helpers: list[str] = []
+        self.notes: dict[int, str] = {}
+        self.depth = 0            # enclosing IR loops: their slots are taken
+        self.uses_registers = False
+        self.loops = 0            # runtime loops emitted (names their variables)
 
     def instr(self, ins: Instr, indent: str) -> None:
         em = EMITTERS.get(ins.opcode)
@@ -81,16 +89,82 @@ class _Emitter:
         hid = helper_id(em.helper)
         self.helpers.append(helper_name(hid))
         writer = RowWriter(hid, int(ins.opcode))
+        k = len(self.rows)
+        ins, pre, guard = self._dynamic(ins, k, indent)
         operands = {role: phys(a) for role, a, _ in ins.accesses()}
         em.encode(ins, writer, operands)
-        k = len(self.rows)
         self.rows.append(writer.irow)
         self.frows.append(writer.frow)
         origin = format_instr_short(ins, self.program)
         self.origins.append(origin)
         self.locs.append(ins.loc)
+        if ins.opcode.name.startswith("REGISTER_"):
+            self.uses_registers = True
+        if ins.attr("idx_lo") is not None and ins.attr("indirect"):
+            self.notes[k] = f"valid indices are [{ins.attr('idx_lo')}, {ins.attr('idx_hi')}]"
+        self.lines.extend(pre)
+        if guard:    # oob_mode=skip: the instruction runs only when its registers are in range
+            self.lines.append(f"{indent}if {guard}:")
+            indent += "    "
         self.lines.append(f"{indent}if run_instr(ADDR, H, S, PS, IT, FT, {k}, L):"
                           f" return {k}  # {origin}")
+
+    def _dynamic(self, ins: Instr, k: int, indent: str) -> tuple[Instr, list[str], str]:
+        """Registers that move operands: load each into a free loop slot of ``L`` (the
+        helpers add ``coef * L[slot]`` like any loop variable) and check its value against
+        the bounds the trace computed. Returns the rewritten instruction, the lines to put
+        before it, and the condition guarding it under ``oob_mode=skip``."""
+        regs = sorted({-1 - s for _, a, _ in ins.accesses() if isinstance(a, Placed)
+                       for s, _ in a.offset.terms if s < 0})
+        if not regs:
+            return ins, [], ""
+        free = [s for s in range(NSLOTS - 1, self.depth - 1, -1)][:len(regs)]
+        if len(free) < len(regs):
+            raise NotImplementedError(f"{ins.loc}: too many registers moving one instruction "
+                                      "inside deep loops")
+        slot = dict(zip(regs, free))
+        self.uses_registers = True
+
+        def fix(a):
+            if not isinstance(a, Placed):
+                return a
+            terms = sorted((slot[-1 - s] if s < 0 else s, c) for s, c in a.offset.terms)
+            return replace(a, offset=Affine(a.offset.const, tuple(terms)))
+
+        pre = [f"{indent}L[{slot[r]}] = R[{r}]" for r in regs]
+        conds, notes = [], []
+        for role, reg, lo, hi in ins.attr("dyn_checks", ()):
+            conds.append(f"{lo} <= L[{slot[reg]}] <= {hi}")
+            notes.append(f"register r{reg} (moving {role!r}) must be in [{lo}, {hi}]")
+            if ins.attr("oob_mode") is not OobMode.skip:
+                pre.append(f"{indent}if not ({conds[-1]}):  # {role} out of bounds")
+                pre.append(f"{indent}    L[14] = L[{slot[reg]}]; L[15] = 2; return {k}")
+        self.notes[k] = "; ".join(notes)
+        guard = " and ".join(conds) if ins.attr("oob_mode") is OobMode.skip else ""
+        return ins.map_accesses(fix), pre, guard
+
+    def dyn_loop(self, s, indent: str) -> None:
+        """A runtime loop over register values (the body was traced once)."""
+        self.uses_registers = True
+        where = f"  # {s.loc.short} {s.api}" if s.loc else f"  # {s.api}"
+        inner = indent + "    "
+        if isinstance(s, DynFor):
+            v = f"v{self.loops}"
+            self.loops += 1
+            self.lines.append(f"{indent}for {v} in range({_val(s.start)}, {_val(s.stop)}, "
+                              f"{s.step}):{where}")
+            self.lines.append(f"{inner}R[{s.var.id}] = {v}")
+            self.body(s.body, inner)
+            return
+        test = s.var if s.var is not None else s.cond
+        if s.var is not None:
+            self.lines.append(f"{indent}R[{s.var.id}] = R[{s.cond.id}]")
+        self.lines.append(f"{indent}while R[{test.id}] != 0:{where}")
+        if not s.body and s.var is None:
+            self.lines.append(f"{inner}pass")
+        self.body(s.body, inner)
+        if s.var is not None:
+            self.lines.append(f"{inner}R[{s.var.id}] = R[{s.next_cond.id}]")
 
     def body(self, stmts, indent: str) -> None:
         for s in stmts:
@@ -101,7 +175,11 @@ class _Emitter:
                 self.lines.append(f"{indent}for i{s.slot} in range({s.trip}):"
                                   f"  # {where}{s.kind.value}")
                 self.lines.append(f"{indent}    L[{s.slot}] = i{s.slot}")
+                self.depth += 1
                 self.body(s.body, indent + "    ")
+                self.depth -= 1
+            elif isinstance(s, (DynFor, DynWhile)):
+                self.dyn_loop(s, indent)
             else:
                 raise TypeError(f"cannot emit {type(s).__name__}; run reroll first")
 
@@ -115,7 +193,13 @@ def generate(program: Program) -> Generated:
               f"target {program.target}"]
     em.body(program.body, "    ")
     em.lines.append("    return -1")
+    if em.uses_registers:   # the register file, read by runtime loops and dynamic offsets
+        header.append(f"    R = {register_file_source()}")
     rows = np.stack(em.rows) if em.rows else np.zeros((1, ROW), np.int64)
     frows = np.stack(em.frows) if em.frows else np.zeros((1, NF), np.float64)
     return Generated(fname, "\n".join(header + em.lines) + "\n", rows, frows,
-                     em.origins, em.locs, em.helpers)
+                     em.origins, em.locs, em.helpers, em.notes)
+
+
+def _val(v: int | Reg) -> str:
+    return f"R[{v.id}]" if isinstance(v, Reg) else str(int(v))

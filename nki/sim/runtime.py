@@ -16,10 +16,33 @@ from numba import njit
 from nki.errors import NkiRuntimeError, fail
 from nki.ir.target import Target
 from nki.sim.codegen import Generated
+from nki.sim.emit import collectives as host
+from nki.sim.emit import rng
 from nki.sim.helpers.registry import NLOOPVARS, addresses, python_impls
 from nki.sim.layout import REGS_BYTES
 
+# The engines' random-number state sits just below the registers (nki/sim/emit/rng.py)
+STATE_BYTES = REGS_BYTES + rng.RNG_BYTES
+
 _FAULTS = {1: "a dynamic access is out of bounds"}
+
+
+def _fault_text(code: int, lv: np.ndarray, g: Generated, row: int) -> str:
+    """What fault ``code`` (``L[15]``, set by generated checks or helpers) means; ``L[13]`` /
+    ``L[14]`` carry the row and the offending value (nki/sim/codegen.py, emit/indirect.py)."""
+    note = getattr(g, "notes", {}).get(row, "")
+    note = f" ({note})" if note else ""
+    if code == 2:
+        return (f"a dynamic offset is out of bounds with oob_mode=error: register value "
+                f"{int(lv[14])}{note}")
+    if code == 3:
+        return (f"an indirect DMA index is out of bounds with oob_mode=error: index "
+                f"{int(lv[14])} in row {int(lv[13])}{note}; oob_mode=nisa.oob_mode.skip "
+                "skips such rows")
+    if code == 4:
+        return (f"a gather index is out of bounds: index {int(lv[14])} in partition "
+                f"{int(lv[13])}")
+    return _FAULTS.get(code, "fault")
 
 
 def _python_runner():
@@ -56,7 +79,10 @@ class Executable:
             else:
                 from nki.sim.compile import compile_source
 
-                done = (compile_source(g.name, g.source), addresses(used))
+                # host calls (barriers, collectives, prints) run Python through ctypes
+                table = addresses(used - host.host_helper_ids())
+                host.patch_addresses(table)
+                done = (compile_source(g.name, g.source), table)
             g.compiled()[self.backend] = done
         self.fn, self.addr = done
 
@@ -77,24 +103,28 @@ def on_chip_arenas(target: Target, core: int) -> tuple[np.ndarray, np.ndarray]:
     if key not in cache:
         sbuf = np.full(target.sbuf_partitions * target.sbuf_bytes_per_partition, 0xFF,
                        np.uint8)
-        psum = np.full(target.sbuf_partitions * target.psum_bytes_per_partition + REGS_BYTES,
+        psum = np.full(target.sbuf_partitions * target.psum_bytes_per_partition + STATE_BYTES,
                        0xFF, np.uint8)
         cache[key] = (sbuf, psum)
     sbuf, psum = cache[key]
-    psum[-REGS_BYTES:] = 0  # engine accumulator registers start at zero in every run
+    psum[-STATE_BYTES:] = 0  # engine registers and RNG state start at zero in every run
     return sbuf, psum
 
 
-def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, core: int):
+def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, core: int,
+              launch: host.Launch):
     try:
         sbuf, psum = on_chip_arenas(target, core)
         loopvars = np.zeros(NLOOPVARS, np.int64)
         g = exe.generated
-        status = exe.fn(exe.addr, hbm, sbuf, psum, g.int_table, g.float_table, loopvars)
-        if status >= 0:
+        with host.running(launch, core, g) as ctx:
+            status = exe.fn(exe.addr, hbm, sbuf, psum, g.int_table, g.float_table, loopvars)
+        if status >= 0 and ctx.pending is not None:   # a host call failed: its own error
+            errors.append(ctx.pending)
+        elif status >= 0:
             code = int(loopvars[NLOOPVARS - 1]) or 1
             errors.append(fail("nki_runtime_out_of_bounds",
-                               f"core {core}: {_FAULTS.get(code, 'fault')} in "
+                               f"core {core}: {_fault_text(code, loopvars, g, status)} in "
                                f"{g.origins[status]}", g.locs[status], NkiRuntimeError))
     except Exception as e:  # re-raised on the calling thread
         errors.append(e)
@@ -105,16 +135,19 @@ def run_cores(exes: list[Executable], hbm: np.ndarray, target: Target) -> None:
     for exe in exes:
         exe.prepare()
     errors: list = []
+    launch = host.Launch(len(exes))
     if len(exes) == 1:
-        _run_core(exes[0], hbm, target, errors, 0)
+        _run_core(exes[0], hbm, target, errors, 0, launch)
     else:
-        threads = [threading.Thread(target=_run_core, args=(e, hbm, target, errors, i))
+        threads = [threading.Thread(target=_run_core, args=(e, hbm, target, errors, i, launch))
                    for i, e in enumerate(exes)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     if errors:
+        # a core's own fault first: a peer's "waits forever" is its consequence
+        errors.sort(key=lambda e: getattr(e, "code", "") == "nki_collective_deadlock")
         raise errors[0]
 
 

@@ -11,7 +11,7 @@ import pytest
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from nki.errors import NkiUnsupportedError, NkiValidationError
+from nki.errors import NkiValidationError
 from nki.sim.emit.select import (
     reference_affine,
     reference_find_index8,
@@ -476,15 +476,6 @@ def test_nl_dropout_wrapper(backend, rng):
     y = _jit(kernel, backend=backend)(a)
     assert abs((y != 0).mean() - 0.5) < 0.03
     np.testing.assert_array_equal(y[y != 0], a[y != 0])
-
-
-def test_device_print_is_not_implemented():
-    def kernel(a):
-        nl.device_print("a", _sbuf(a))
-        return a
-
-    with pytest.raises(NkiUnsupportedError, match=_err("nki_not_implemented", "device_print")):
-        _jit(kernel)(np.zeros((4, 4), np.float32))
 
 
 # ----- rule violations ---------------------------------------------------------------------

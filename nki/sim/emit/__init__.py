@@ -47,6 +47,12 @@ def emitter(opcode: Opcode, helper: Callable, reference: Callable | None = None)
     return deco
 
 
+def imm(value) -> float:
+    """A float immediate for an instruction row; None (absent) is 0.0. (``value or 0.0``
+    would turn an explicit -0.0 into +0.0.)"""
+    return 0.0 if value is None else float(value)
+
+
 def load_all() -> None:
     """Import every family module (registration happens on import)."""
     from nki.sim.emit import families  # noqa: F401

@@ -13,7 +13,7 @@ from numba import njit
 
 from nki.ir.ops import Act, Opcode, ReduceCmd
 from nki.sim import transcend as tr
-from nki.sim.emit import emitter
+from nki.sim.emit import emitter, imm
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import element_offset, load_f32, shape_of, store_f32
 from nki.sim.helpers.registry import helper
@@ -221,6 +221,6 @@ def encode_activation(ins, w, ops):
     w.ints(int(ins.attr("op")), int(ins.attr("reduce_cmd")), int(t_scale), int(t_bias),
            int(t_scale or float(scale) != 1.0), int(t_bias or bias is not None),
            int("reduce_res" in ops), parts, row)
-    w.floats(float(scale or 0.0) if not t_scale else 0.0, float(bias or 0.0))
+    w.floats(imm(scale) if not t_scale else 0.0, imm(bias))
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("bias"))
     w.operand(ops.get("scale")).operand(ops.get("reduce_res"))

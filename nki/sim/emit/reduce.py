@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 from nki.ir.ops import Opcode
-from nki.sim.emit import emitter
+from nki.sim.emit import emitter, imm
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import load_f32, load_i64, store_f32, store_i64
 from nki.sim.helpers.registry import helper
@@ -77,7 +77,7 @@ def tensor_reduce(H, S, PS, irow, frow, L):
     if op >= alu.LAND and op <= alu.LXOR:   # a single element is not yet 0/1
         y = (y != np.float32(0.0)).astype(np.float32)
     if neg == 1:
-        y = y * np.float32(-1.0)
+        y = -y      # a sign flip in both backends (x * -1 keeps a NaN's sign in numpy only)
     store_f32(H, S, PS, irow, OP0, L, y)
     return 0
 
@@ -145,7 +145,7 @@ def tensor_scalar_reduce(H, S, PS, irow, frow, L):
     if has_res == 1:
         out = regs.copy()
         if neg == 1:
-            out = out * np.float32(-1.0)
+            out = -out
         store_f32(H, S, PS, irow, OP3, L, out)
     return 0
 
@@ -298,7 +298,7 @@ def encode_tensor_scalar_reduce(ins, w, ops):
     w.ints(int(ins.attr("op0")), int(ins.attr("reverse0")), int("operand0" in ops),
            int(ins.attr("reduce_op")), int(ins.attr("reduce_cmd")), int("reduce_res" in ops),
            int(ins.attr("negate")), int("reduce_init" in ops), int(ins.attr("parts")))
-    w.floats(float(ins.attr("imm0") or 0.0), float(ins.attr("init") or 0.0))
+    w.floats(imm(ins.attr("imm0")), imm(ins.attr("init")))
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("operand0"))
     w.operand(ops.get("reduce_res")).operand(ops.get("reduce_init"))
 
@@ -317,7 +317,7 @@ def encode_bn_aggr(ins, w, ops):
 def encode_tensor_tensor_scan(ins, w, ops):
     w.ints(int(ins.attr("op0")), int(ins.attr("op1")), int(ins.attr("reverse0")),
            int(ins.attr("reverse1")), int(ins.attr("parts")), int("initial" in ops))
-    w.floats(float(ins.attr("initial") or 0.0))
+    w.floats(imm(ins.attr("initial")))
     w.operand(ops["dst"]).operand(ops["data0"]).operand(ops["data1"])
     w.operand(ops.get("initial"))
 

@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from nki.ir.ops import Opcode
-from nki.sim.emit import emitter
+from nki.sim.emit import emitter, imm
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
     int_range,
@@ -520,7 +520,7 @@ def encode_range_select(ins, w, ops):
 @emitter(Opcode.SELECT_REDUCE, select_reduce, reference_select)
 def encode_select_reduce(ins, w, ops):
     w.ints(*_pn(ins, "dst"), int(ins.attr("reverse_pred")), int(ins.attr("reduce_cmd")))
-    w.floats(ins.attr("on_false_value") or 0.0)
+    w.floats(imm(ins.attr("on_false_value")))
     for role in ("dst", "predicate", "on_true", "on_false", "reduce_res"):
         w.operand(ops.get(role))
 
@@ -530,7 +530,7 @@ def encode_tensor_copy_predicated(ins, w, ops):
     code = ops["dst"].code
     exact = all(ops[r].code == code for r in ("src", "on_false") if r in ops)
     w.ints(*_pn(ins, "dst"), int(ins.attr("reverse_pred")), int(exact))
-    w.floats(ins.attr("src_value") or 0.0, ins.attr("on_false_value") or 0.0)
+    w.floats(imm(ins.attr("src_value")), imm(ins.attr("on_false_value")))
     for role in ("dst", "src", "predicate", "on_false"):
         w.operand(ops.get(role))
 
@@ -539,14 +539,14 @@ def encode_tensor_copy_predicated(ins, w, ops):
 def encode_scalar_tensor_tensor(ins, w, ops):
     w.ints(_pn(ins, "dst")[0], int(ins.attr("op0")), int(ins.attr("op1")),
            int(ins.attr("reverse0")), int(ins.attr("reverse1")))
-    w.floats(ins.attr("operand0_value") or 0.0)
+    w.floats(imm(ins.attr("operand0_value")))
     for role in ("dst", "data", "operand0", "operand1"):
         w.operand(ops.get(role))
 
 
 @emitter(Opcode.DROPOUT, dropout)
 def encode_dropout(ins, w, ops):
-    w.ints(*_pn(ins, "dst")).floats(ins.attr("prob") or 0.0)
+    w.ints(*_pn(ins, "dst")).floats(imm(ins.attr("prob")))
     for role in ("dst", "data", "prob"):
         w.operand(ops.get(role))
 

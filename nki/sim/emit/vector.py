@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit
 
 from nki.ir.ops import Opcode
-from nki.sim.emit import emitter
+from nki.sim.emit import emitter, imm
 from nki.sim.emit.dma import dma_copy
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import load_f32, load_i64, shape_of, store_f32, store_i64
@@ -70,6 +70,12 @@ def _apply_i64(op, x, s, reverse, width):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _wrap_i32(x):
+    """Two's-complement wrap of int64 values to int32's range."""
+    return ((x + np.int64(2147483648)) & np.int64(4294967295)) - np.int64(2147483648)
+
+
 @helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def tensor_scalar(H, S, PS, irow, frow, L):
@@ -83,8 +89,10 @@ def tensor_scalar(H, S, PS, irow, frow, L):
         r = _apply_i64(op0, load_i64(H, S, PS, irow, OP1, L),
                        _scalar_operand_i64(H, S, PS, irow, frow, OP2, 0, t0, L), rev0, w)
         if has1 == 1:
-            r = _apply_i64(op1, r, _scalar_operand_i64(H, S, PS, irow, frow, OP3, 1, t1, L),
-                           rev1, w)
+            if irow[OP0 + O_DTYPE] == 9:    # int32: op1 sees op0's result wrapped to 32 bits
+                r = _wrap_i32(r)
+            r = _apply_i64(op1, r,
+                           _scalar_operand_i64(H, S, PS, irow, frow, OP3, 1, t1, L), rev1, w)
         store_i64(H, S, PS, irow, OP0, L, r)
         return 0
     y = _apply_f32(op0, load_f32(H, S, PS, irow, OP1, L),
@@ -133,7 +141,7 @@ def encode_tensor_scalar(ins, w, ops):
     w.ints(int(ins.attr("op0")), int(ins.attr("reverse0")), int(op1 is not None),
            int(op1 or 0), int(ins.attr("reverse1")), int("operand0" in ops),
            int("operand1" in ops), int(bool(ins.attr("int_math"))))
-    w.floats(float(ins.attr("imm0") or 0.0), float(ins.attr("imm1") or 0.0))
+    w.floats(imm(ins.attr("imm0")), imm(ins.attr("imm1")))
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("operand0"))
     w.operand(ops.get("operand1"))
 

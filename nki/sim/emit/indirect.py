@@ -1,0 +1,166 @@
+"""Indirect DMA (gathers, scatters, ``dma_compute`` scatter-add) and ``nc_n_gather``.
+
+``dma_rows`` moves an access row by row (row = first dim: partitions on chip). Operands
+marked indirect take row ``index[p]`` (times their first-dim stride, which the rule set to
+the indexed dim's stride) instead of row ``p``; every index is checked against the range
+the rule computed at trace time: out of range faults (fault 3: ``L[13]`` = row, ``L[14]`` =
+index) or, under ``oob_mode.skip``, the row is skipped. Rows run in order, so repeated
+indices of a scatter-add accumulate like ``np.add.at``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from nki.ir.ops import OobMode, Opcode
+from nki.sim.emit import emitter
+from nki.sim.helpers.memory import (
+    copy_raw,
+    element_offset,
+    load_bits,
+    load_f32,
+    load_i64,
+    shape_of,
+    store_bits,
+    store_f32,
+)
+from nki.sim.helpers.registry import helper
+from nki.sim.layout import (
+    MAX_OPERANDS,
+    NSLOTS,
+    O_COEF,
+    O_COUNT,
+    O_OFF,
+    O_PARTS,
+    O_SPACE,
+    O_STRIDE,
+    OPS,
+    OPW,
+    operand_base,
+)
+
+DST, IDX, SRC0 = operand_base(0), operand_base(1), operand_base(2)
+FAULT_INDEX, FAULT_GATHER = 3, 4   # codes in L[15] (see nki.sim.runtime)
+
+
+@njit(cache=True, nogil=True)
+def _row_view(irow, sub, offs, L):
+    """``sub`` = ``irow`` with every operand cut to one row at a constant offset; ``offs``
+    receives each operand's full element offset (loop and register terms applied)."""
+    sub[:] = irow
+    for k in range(MAX_OPERANDS):
+        b = OPS + k * OPW
+        if irow[b + O_SPACE] < 0:
+            continue
+        offs[k] = element_offset(irow, b, L)
+        for s in range(NSLOTS):
+            sub[b + O_COEF + s] = 0
+        sub[b + O_COUNT] = 1
+        sub[b + O_PARTS] = 1
+
+
+@helper
+@njit(cache=True, nogil=True)
+def dma_rows(H, S, PS, irow, frow, L):
+    """dst row p = sum of the src rows (fp32), or their bits when there is one src of the
+    same dtype. ints: nsrcs, indirect mask (bit k = operand k), has_index, lo, hi, skip,
+    bitcopy. operands: dst, index, src0..src3."""
+    nsrc, mask, has_idx, lo, hi, skip, bitcopy = (irow[2], irow[3], irow[4], irow[5],
+                                                  irow[6], irow[7], irow[8])
+    rows = irow[DST + O_COUNT]
+    idx = np.zeros(rows, np.int64)
+    if has_idx == 1:
+        idx = load_i64(H, S, PS, irow, IDX, L).ravel()
+    sub = irow.copy()
+    offs = np.zeros(MAX_OPERANDS, np.int64)
+    _row_view(irow, sub, offs, L)
+    for p in range(rows):
+        if has_idx == 1 and (idx[p] < lo or idx[p] > hi):
+            if skip == 1:
+                continue
+            L[13] = p
+            L[14] = idx[p]
+            L[15] = FAULT_INDEX
+            return 1
+        for k in range(MAX_OPERANDS):
+            b = OPS + k * OPW
+            if k != 1 and irow[b + O_SPACE] >= 0:
+                r = idx[p] if (mask >> k) & 1 else p
+                sub[b + O_OFF] = offs[k] + r * irow[b + O_STRIDE]
+        if bitcopy == 1:
+            copy_raw(H, S, PS, sub, DST, SRC0, L)
+        else:
+            acc = load_f32(H, S, PS, sub, SRC0, L)
+            for j in range(1, nsrc):
+                acc = acc + load_f32(H, S, PS, sub, SRC0 + j * OPW, L)
+            store_f32(H, S, PS, sub, DST, L, acc)
+    return 0
+
+
+def reference_dma_rows(table: np.ndarray, index: np.ndarray, skip: bool) -> np.ndarray:
+    """Oracle of an indirect gather: rows of ``table`` by ``index`` (skipped rows: None)."""
+    rows = [table[i] if 0 <= i < len(table) else None for i in np.ravel(index)]
+    if not skip and any(r is None for r in rows):
+        raise IndexError("index out of bounds")
+    return rows
+
+
+def _encode_rows(ins, w, ops):
+    srcs = [k for k in range(4) if f"src{k}" in ops]
+    indirect = ins.attr("indirect", ())
+    mask = 1 if "dst" in indirect else 0
+    for j in srcs:
+        mask |= (1 << (2 + j)) if f"src{j}" in indirect else 0
+    dst, src0 = ops["dst"], ops["src0"]
+    bitcopy = len(srcs) == 1 and dst.code == src0.code
+    w.ints(len(srcs), mask, int("index" in ops), ins.attr("idx_lo"), ins.attr("idx_hi"),
+           int(ins.attr("oob_mode") is OobMode.skip), int(bitcopy))
+    w.operand(dst).operand(ops.get("index"))
+    for j in srcs:
+        w.operand(ops[f"src{j}"])
+
+
+@emitter(Opcode.DMA_INDIRECT, dma_rows, reference_dma_rows)
+def encode_dma_indirect(ins, w, ops):
+    _encode_rows(ins, w, ops)
+
+
+@emitter(Opcode.DMA_COMPUTE, dma_rows)
+def encode_dma_compute(ins, w, ops):
+    _encode_rows(ins, w, ops)
+
+
+@helper
+@njit(cache=True, nogil=True)
+def nc_n_gather(H, S, PS, irow, frow, L):
+    """dst[p, j] = data[p, indices[p, j]] over each partition's flattened free elements
+    (raw bits). operands: dst, data, indices."""
+    P, N = shape_of(irow, OPS + OPW)
+    M = shape_of(irow, OPS + 2 * OPW)[1]
+    bits = load_bits(H, S, PS, irow, OPS + OPW, L, P, N)
+    idx = load_i64(H, S, PS, irow, OPS + 2 * OPW, L)
+    out = np.empty((P, M), np.int64)
+    for p in range(P):
+        for j in range(M):
+            i = idx[p, j]
+            if i < 0 or i >= N:
+                L[13] = p
+                L[14] = i
+                L[15] = FAULT_GATHER
+                return 1
+            out[p, j] = bits[p, i]
+    store_bits(H, S, PS, irow, DST, L, out)
+    return 0
+
+
+def reference_nc_n_gather(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Oracle: ``np.take_along_axis`` on each partition's flattened row."""
+    flat = data.reshape(data.shape[0], -1)
+    return np.take_along_axis(flat, indices.reshape(indices.shape[0], -1).astype(np.int64),
+                              axis=1).reshape(indices.shape)
+
+
+@emitter(Opcode.NC_N_GATHER, nc_n_gather, reference_nc_n_gather)
+def encode_nc_n_gather(ins, w, ops):
+    w.operand(ops["dst"]).operand(ops["data"]).operand(ops["indices"])

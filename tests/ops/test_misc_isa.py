@@ -1,0 +1,202 @@
+"""activate2, exponential, tensor_scalar_cumulative, sequence_bounds, nonzero_with_count,
+topk, nl.device_print (captured stdout), nl.no_reorder and kernel.with_schedule; both
+backends against numpy, rule errors with code and file:line."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from nki.errors import NkiValidationError
+from nki.sim.emit.misc import (
+    reference_nonzero_with_count,
+    reference_sequence_bounds,
+    reference_topk,
+)
+
+RNG = np.random.default_rng(5)
+
+
+def _jit(kernel, **options):
+    return nki.jit(kernel, cache=False, **options)
+
+
+def _sbuf(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def _out(t):
+    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def _new(like, shape=None, dtype=None):
+    return nl.ndarray(shape or like.shape, dtype=dtype or like.dtype, buffer=nl.sbuf)
+
+
+def _activate2(x):
+    t = _sbuf(x)
+    y, z = _new(t), _new(t)
+    m = _new(t, (t.shape[0], 1))
+    nisa.activate2(dst=y, op=nl.relu, data=t, imm0=2.0, op0=nl.multiply, imm1=1.0,
+                   op1=nl.subtract, reduce_op=nl.maximum, reduce_res=m,
+                   reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.activate2(dst=z, op=nl.prelu, data=t, imm0=1.0, op0=nl.multiply, relu_param=0.25)
+    return _out(y), _out(z), _out(m)
+
+
+def test_activate2(backend):
+    x = RNG.standard_normal((64, 48)).astype(np.float32)
+    y, z, m = _jit(_activate2, backend=backend)(x)
+    expect = np.maximum(x * np.float32(2) - np.float32(1), 0)
+    np.testing.assert_array_equal(y, expect)
+    np.testing.assert_array_equal(m[:, 0], expect.max(axis=1))
+    np.testing.assert_array_equal(z, np.where(x > 0, x, x * np.float32(0.25)))
+
+
+def _exponential(x):
+    t = _sbuf(x)
+    mx = _new(t, (t.shape[0], 1))
+    nisa.tensor_reduce(dst=mx, op=nl.maximum, data=t, axis=1)
+    e, s = _new(t), _new(t, (t.shape[0], 1))
+    nisa.exponential(dst=e, src=t, max_value=mx, reduce_res=s,
+                     reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    return _out(e), _out(s)
+
+
+def test_exponential(backend):
+    x = RNG.standard_normal((32, 100)).astype(np.float32) * 4
+    e, s = _jit(_exponential, backend=backend)(x)
+    expect = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(e, expect, rtol=2e-6)
+    np.testing.assert_allclose(s[:, 0], expect.sum(axis=1), rtol=1e-5)
+
+
+def _cumulative(x):
+    t = _sbuf(x)
+    c = _new(t)
+    nisa.tensor_scalar_cumulative(dst=c, src=t, op0=nl.multiply, op1=nl.add, imm0=2.0)
+    return _out(c)
+
+
+def test_tensor_scalar_cumulative(backend):
+    x = RNG.standard_normal((16, 40)).astype(np.float32)
+    c = _jit(_cumulative, backend=backend)(x)
+    np.testing.assert_array_equal(c, np.add.accumulate(x * np.float32(2), axis=1,
+                                                       dtype=np.float32))
+
+
+def _gpsimd(ids, data, scores):
+    i = _sbuf(ids)
+    b = nl.ndarray((1, 2, ids.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.sequence_bounds(dst=b, segment_ids=i)
+    d = _sbuf(data)
+    nz = _new(d, (d.shape[0], d.shape[1] + 1), nl.int32)
+    nisa.memset(dst=nz, value=7)
+    nisa.nonzero_with_count(dst=nz, src=d, index_offset=10, padding_val=-1)
+    s = _sbuf(scores)
+    v, k = _new(s, (s.shape[0], 4)), _new(s, (s.shape[0], 4), nl.uint32)
+    nisa.topk(val_dst=v, idx_dst=k, src=s, n=s.shape[1])
+    return _out(b), _out(nz), _out(v), _out(k)
+
+
+def test_gpsimd_sequence_bounds_nonzero_topk(backend):
+    ids = np.array([[1, 1, 2, 2, 2, 0, 0, 3, 1, 1]], np.float32)
+    data = (RNG.random((32, 12)) < 0.3).astype(np.float32)
+    scores = RNG.standard_normal((8, 20)).astype(np.float32)
+    b, nz, v, k = _jit(_gpsimd, backend=backend)(ids, data, scores)
+    np.testing.assert_array_equal(b[0], reference_sequence_bounds(ids))
+    for p in range(32):
+        expect = reference_nonzero_with_count(data[p], 10, -1) if p % 16 == 0 else 7
+        np.testing.assert_array_equal(nz[p], expect)
+    ev, ek = reference_topk(scores, 4)
+    np.testing.assert_array_equal(v, ev)
+    np.testing.assert_array_equal(k, ek)
+
+
+def _printing(x):
+    t = _sbuf(x)
+    with nl.no_reorder():
+        nl.device_print("tile t:", t)
+    return _out(t)
+
+
+def test_device_print_goes_to_stdout(backend, capsys):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    _jit(_printing, backend=backend)(x)
+    out = capsys.readouterr().out
+    assert "tile t:" in out and "[[0. 1. 2.]" in out and "[3. 4. 5.]]" in out
+
+
+def _print_per_core(x):
+    me = nl.program_id(0)
+    t = _sbuf(x[me])
+    nl.device_print("row", t)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[me], src=t)
+    return out
+
+
+def test_device_print_in_an_lnc_launch(backend, capsys):
+    x = np.array([[[1, 2]], [[3, 4]]], np.int32)
+    _jit(_print_per_core, backend=backend)[2](x)
+    out = capsys.readouterr().out
+    assert "[core 0] row [[1 2]]" in out and "[core 1] row [[3 4]]" in out
+
+
+def test_with_schedule_is_accepted(backend):
+    def k(x):
+        t = _sbuf(x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0, name="bump")
+        return _out(t)
+
+    kern = _jit(k, backend=backend).with_schedule([("bump", ["load"])])
+    x = np.ones((4, 4), np.float32)
+    np.testing.assert_array_equal(kern(x), x + 1)
+
+
+def test_with_schedule_checks_pairs():
+    with pytest.raises(NkiValidationError, match=r"(?s)nki_invalid_argument.*with_schedule.*"
+                                                 r"test_misc_isa\.py:\d+"):
+        _jit(lambda x: x).with_schedule([("a",)])
+
+
+def test_sequence_bounds_shape_rule():
+    def k(x):
+        b = nl.ndarray((1, 3, 10), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.sequence_bounds(dst=b, segment_ids=_sbuf(x))
+        return x
+
+    with pytest.raises(NkiValidationError, match=r"(?s)nki_shape_mismatch.*\(1, 2, N\).*"
+                                                 r"test_misc_isa\.py:\d+"):
+        _jit(k, backend="python")(np.ones((1, 10), np.float32))
+
+
+def test_topk_k_must_fit():
+    def k(x):
+        v = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        i = nl.ndarray((4, 8), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.topk(val_dst=v, idx_dst=i, src=_sbuf(x), n=4)
+        return x
+
+    with pytest.raises(NkiValidationError, match=r"(?s)nki_shape_mismatch.*K.*"
+                                                 r"test_misc_isa\.py:\d+"):
+        _jit(k, backend="python")(np.ones((4, 6), np.float32))
+
+
+def _not_invert(x):
+    t = _sbuf(x)
+    return _out(nl.logical_not(t)), _out(nl.invert(t))
+
+
+def test_logical_not_and_invert(backend):
+    x = np.array([[0, 1, -3, 7]], np.int32)
+    a, b = _jit(_not_invert, backend=backend)(x)
+    np.testing.assert_array_equal(a, (x == 0).astype(np.int32))
+    np.testing.assert_array_equal(b, ~x)
