@@ -86,10 +86,3 @@ def neuron_sim_device_count() -> int:
     if not value.isdigit() or not 1 <= int(value) <= 64:
         raise ValueError(f"NEURON_SIM_DEVICE_COUNT must be an integer in 1..64, got {value!r}")
     return int(value)
-
-
-def torch_autoload() -> None:
-    """torch's ``torch.backends`` entry point: enable the ``neuron`` device on ``import torch``
-    when ``NKI_TORCH_AUTOLOAD=1``, else do nothing (so installing nki claims nothing)."""
-    if _flag("NKI_TORCH_AUTOLOAD", False):
-        import nki.torch  # noqa: F401  (importing it enables the device)

@@ -1,8 +1,8 @@
 """Kernel arguments: which are tensors, their NKI dtypes, and conversion to/from host arrays.
 
 numpy arrays and torch tensors are tensors (torch is never imported here: a torch tensor is
-recognised by its type's module and converted by ``nki.torch.convert``, which a torch user has
-already made importable). Everything else is a compile-time constant.
+recognised by its type's module and converted by :mod:`nki.jit.torch_values`). Everything
+else is a compile-time constant.
 """
 
 from __future__ import annotations
@@ -13,10 +13,7 @@ import numpy as np
 
 from nki.errors import NkiTypeError, fail
 from nki.ir.types import ALL_DTYPES, DType, from_host
-
-
-def is_torch_tensor(x) -> bool:
-    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+from nki.jit.torch_values import is_torch_tensor
 
 
 @dataclass
@@ -33,7 +30,7 @@ class TensorArg:
 def to_tensor_arg(index: int, name: str, value, loc) -> TensorArg:
     torch_in = is_torch_tensor(value)
     if torch_in:
-        from nki.torch.convert import to_numpy
+        from nki.jit.torch_values import to_numpy
 
         arr = to_numpy(value)
     else:
@@ -61,7 +58,7 @@ def signature_of(value) -> tuple:
 
 def wrap_output(array: np.ndarray, like_torch: bool):
     if like_torch:
-        from nki.torch.convert import from_numpy
+        from nki.jit.torch_values import from_numpy
 
         return from_numpy(array)
     return array

@@ -219,7 +219,7 @@ def _read(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
 
 def _write_back(ta: TensorArg, data: np.ndarray) -> None:
     if ta.is_torch:
-        from nki.torch.convert import copy_into
+        from nki.jit.torch_values import copy_into
 
         copy_into(ta.original, data)
     elif isinstance(ta.original, np.ndarray):

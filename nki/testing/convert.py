@@ -7,6 +7,7 @@ or asked for.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ def is_torch(x: Any) -> bool:
 def as_numpy(x: Any) -> np.ndarray:
     """A numpy array holding exactly ``x``'s values (torch bf16/fp8 become ml_dtypes)."""
     if is_torch(x):
-        from nki.torch.convert import to_numpy
+        from nki.jit.torch_values import to_numpy
 
         return to_numpy(x)
     return np.asarray(x)
@@ -34,7 +35,8 @@ def to_torch(a: np.ndarray):
             variant, for instance).
     """
     try:
-        from nki.torch.convert import from_numpy
+        importlib.import_module("torch")   # optional dependency, imported on demand
+        from nki.jit.torch_values import from_numpy
     except ImportError as e:        # torch missing
         raise ImportError("nki.testing: as_torch=True needs torch installed") from e
     try:
