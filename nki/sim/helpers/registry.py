@@ -11,7 +11,6 @@ Helpers register with :func:`helper` next to their code; the ids follow import o
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import numpy as np
@@ -24,7 +23,7 @@ NLOOPVARS = 16  # L: loop slots, then scratch for dynamic registers
 _IMPLS: list[Callable] = []
 _NAMES: list[str] = []
 _ROW_WISE: list[bool] = []
-_CFUNCS: dict[int, object] = {}
+_ADDRESSES: dict[int, int] = {}
 
 C_SIGNATURE = types.int64(
     types.CPointer(types.uint8), types.int64,
@@ -91,19 +90,15 @@ _ROW_WISE_ENTRY = """    P, rows = chunk_rows(irow)
     return 0"""
 
 
-def _entry(hid: int):
-    """The C entry point of helper ``hid``, from a small generated module (one per helper, so
-    only the helpers a program uses are ever compiled).
+def _entry_module(hid: int) -> tuple[str, str]:
+    """(module name, source) of the small generated module defining helper ``hid``'s C entry.
 
-    The entry names its helper as a module global. A closure would be simpler, but Numba keys
-    a cached closure by a pickle of its cells, which for a dispatcher differs between
-    processes, so every process would recompile every entry (seconds each)."""
+    The entry names its helper as a module global (a closure's cells would pickle differently
+    in every process). The module name carries a hash of the helper's module source and of
+    the entry text, so an edited helper never reuses an old entry's machine code."""
     import hashlib
-    import importlib.util
     import inspect
     import sys
-
-    from nki.sim.compile import source_dir
 
     impl = _IMPLS[hid]
     module_src = inspect.getsource(sys.modules[impl.py_func.__module__])
@@ -116,36 +111,39 @@ def _entry(hid: int):
         f"from {impl.py_func.__module__} import {_NAMES[hid]} as impl",
         "",
         "",
-        "@cfunc(C_SIGNATURE, cache=True, nogil=True)",
+        "@cfunc(C_SIGNATURE, nogil=True)",
         "def entry(h, hn, s, sn, p, pn, ir, fr, lv):",
         "    H, S, PS = carray(h, (hn,)), carray(s, (sn,)), carray(p, (pn,))",
         f"    irow, frow, L = carray(ir, ({ROW},)), carray(fr, ({NF},)), "
         f"carray(lv, ({NLOOPVARS},))",
         body, ""])
-    name = f"nki_entry_{_NAMES[hid]}_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-    module = sys.modules.get(name)
-    if module is None:
-        path = os.path.join(source_dir(), name + ".py")
-        if not os.path.exists(path):
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module   # before exec: Numba records importable module names
-        spec.loader.exec_module(module)
-    return module.entry
+    return f"nki_entry_{_NAMES[hid]}_" + hashlib.sha256(text.encode()).hexdigest()[:16], text
+
+
+def _entry_address(hid: int) -> int:
+    """The C address of helper ``hid``'s entry: its kept machine code when some process
+    compiled it before (no Numba involved), else compiled now by Numba and kept
+    (``nki.sim.objcache``). Only the helpers a program uses are ever compiled."""
+    from nki.sim import objcache
+    from nki.sim.compile import import_module, source_dir, write_module
+
+    name, text = _entry_module(hid)
+    folder = source_dir()
+    address = objcache.load(folder, name)
+    if address is None:
+        entry = import_module(name, write_module(folder, name, text)).entry
+        objcache.save(folder, name, entry)
+        address = entry.address
+    return address
 
 
 def addresses(used: set[int] | None = None) -> np.ndarray:
     """C addresses of the helpers (compiling/loading only the ``used`` ones)."""
     out = np.zeros(len(_IMPLS), np.int64)
     for hid in range(len(_IMPLS)) if used is None else sorted(used):
-        cf = _CFUNCS.get(hid)
-        if cf is None:
-            cf = _CFUNCS[hid] = _entry(hid)
-        out[hid] = cf.address
+        if hid not in _ADDRESSES:
+            _ADDRESSES[hid] = _entry_address(hid)
+        out[hid] = _ADDRESSES[hid]
     return out
 
 
