@@ -8,8 +8,9 @@ without re-deriving anything; HBM tensors are linear.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any, Union
 
 from nki.errors import SourceLoc
@@ -125,6 +126,23 @@ class Placed:
 Operand = Union[Access, Placed]
 
 
+class Dependency(Enum):
+    """``nisa.dependency``: what an edge added by :meth:`Instr.depends_on` asks for."""
+
+    runtime = "runtime"      # a hardware semaphore wait, ordering the pair across engines
+    schedule = "schedule"    # an issue-order constraint for the compiler's scheduler only
+
+
+# The rule behind Instr.depends_on needs the running trace, which lives in nki.lang (ir
+# never imports lang): nki.lang installs it here when imported.
+_DEPENDS_ON: list[Callable[[Instr, tuple, Any], None]] = []
+
+
+def install_depends_on_rule(rule: Callable[[Instr, tuple, Any], None]) -> None:
+    """Install the checker :meth:`Instr.depends_on` calls (``nki.lang.common`` does)."""
+    _DEPENDS_ON[:] = [rule]
+
+
 @dataclass(frozen=True)
 class Instr:
     """One instruction. Operands are named by role; ``attrs`` are the typed static attributes
@@ -158,6 +176,25 @@ class Instr:
     def map_accesses(self, fn) -> Instr:
         return replace(self, writes=tuple((k, fn(a)) for k, a in self.writes),
                        reads=tuple((k, fn(a)) for k, a in self.reads))
+
+    def depends_on(self, *producers: Instr, kind: Dependency | None = None) -> Instr:
+        """``NkiInstruction.depends_on``: run this instruction after each producer (handles
+        returned by earlier ``nisa`` calls). Returns ``self``, so calls chain.
+
+        The simulator runs instructions in program order, so an edge from an earlier
+        instruction already holds: edges are checked (handles, ``kind``, runtime-loop
+        nesting, order), not enforced.
+
+        Example:
+            >>> c = nisa.tensor_tensor(dst=z, data1=x, data2=y, op=nl.add)  # doctest: +SKIP
+            >>> c.depends_on(a, b, kind=nisa.dependency.runtime)  # doctest: +SKIP
+        """
+        if _DEPENDS_ON:
+            _DEPENDS_ON[0](self, producers, kind)
+        return self
+
+
+NkiInstruction = Instr   # the spec's name for the handle an nki.isa call returns
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """``nki.isa`` (``nisa``): the instruction set of the current NKI dialect (dst first)."""
 
 
+from nki.ir.nodes import Dependency as dependency
+from nki.ir.nodes import NkiInstruction
 from nki.ir.ops import DgeMode as dge_mode
 from nki.ir.ops import DmaEngine as dma_engine
 from nki.ir.ops import Engine as engine

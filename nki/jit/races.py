@@ -5,31 +5,53 @@
 Two kinds of parallel writers exist (spec §1.5, §6.2):
 
 * **LNC cores.** Under ``kernel[2]`` both cores run at once over one shared HBM; a location
-  of ``shared_hbm`` written by both is a race even when they write identical values. Each core
-  is traced separately (with its own ``program_id``), so every offset is static: the check
-  compares the exact byte sets each core's program writes to shared HBM. Always on.
+  of ``shared_hbm`` written by both is a race even when they write identical values, unless
+  a ``nisa.core_barrier``, a collective or a ``sendrecv`` orders the two writes. Each core
+  is traced separately (with its own ``program_id``), so its writes are concrete byte sets,
+  labelled by *epoch* (how many synchronising instructions precede them). The runtime's
+  matching rules (a core's k-th round on a rank group meets every member's k-th; mailboxes
+  are FIFO per sender, receiver and channel) are replayed on those instructions to give
+  every epoch a vector clock; only writes of epochs neither of which happens before the
+  other are compared. A barrier is two-way; a one-way message orders only the sender's
+  earlier writes before the receiver's later ones. A sync inside a runtime loop runs an
+  unknown number of times, so then nothing is trusted to order anything. A write at a
+  register offset or through an index tile (indirect DMA) counts as writing its whole
+  tensor (sound; exact when the other core does not write that tensor), and the message
+  says so. Always on.
 * **Iterations of ``nl.affine_range``.** The loop promises independent iterations; two of
   them writing one location is a loop-carried dependency. In the current dialect
   ``affine_range`` is plain ``range``, so this check is opt-in (``check_races=True`` /
   ``NKI_CHECK_RACES=1``). Exempt: ``nc_matmul`` accumulation into PSUM allocated outside the
   loop (the documented reduction idiom) and tiles allocated inside the loop body (each
   iteration has its own instance). ``sequential_range`` / ``static_range`` never race.
+  Writes at run-time offsets are not compared here (the check is opt-in and best effort).
 
 Both checks run on the traced, unrolled, placed program (before reroll), where every access
-is concrete. Accesses become sorted byte intervals of physical memory (a key space with SBUF,
-PSUM and HBM apart), so ``address=`` aliases are seen, and sets are compared with numpy
-(sort + running max / searchsorted), never byte by byte in Python.
+not moved by a register or an index tile is concrete. Accesses become sorted byte intervals
+of physical memory (a key space with SBUF, PSUM and HBM apart), so ``address=`` aliases are
+seen, and sets are compared with numpy (sort + running max / searchsorted), never byte by
+byte in Python.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from nki.errors import NkiValidationError, fail
-from nki.ir.nodes import Instr, Placed, Program, RecordedLoop, TensorDecl, walk
+from nki.ir.nodes import (
+    DYN_LOOPS,
+    Instr,
+    Loop,
+    Placed,
+    Program,
+    RecordedLoop,
+    TensorDecl,
+    walk,
+)
 from nki.ir.ops import LoopKind, Opcode
 from nki.ir.target import Target
 from nki.ir.types import Memory
@@ -84,36 +106,49 @@ def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 @dataclass
 class WriteSet:
-    """The bytes a list of instructions writes, with which instruction wrote each interval."""
+    """The bytes a list of instructions writes, with which instruction wrote each interval.
+
+    ``ivs[n]`` are the intervals of item ``n``; the flat ``starts``/``ends``/``owner`` arrays
+    keep the items' order, so the intervals of a run of items are one slice."""
 
     starts: np.ndarray
     ends: np.ndarray
     owner: np.ndarray          # index into ``items`` per interval
     items: list[tuple[Instr, Placed]]
+    ivs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
 
     @staticmethod
     def of(items: list[tuple[Instr, Placed]], cache: dict) -> WriteSet:
-        starts, ends, owners = [], [], []
-        for n, (_, op) in enumerate(items):
+        """The write set of statically placed operands (a dynamic one counts as no bytes)."""
+        ivs = []
+        for _, op in items:
             iv = cache.get(id(op))
             if iv is None:
                 iv = operand_intervals(op) or (_EMPTY, _EMPTY)
                 cache[id(op)] = iv
-            starts.append(iv[0])
-            ends.append(iv[1])
-            owners.append(np.full(len(iv[0]), n, np.int32))
+            ivs.append(iv)
+        return WriteSet.from_intervals(items, ivs)
+
+    @staticmethod
+    def from_intervals(items: list[tuple[Instr, Placed]],
+                       ivs: list[tuple[np.ndarray, np.ndarray]]) -> WriteSet:
+        """The write set of items whose intervals are already known."""
         if not items:
-            return WriteSet(_EMPTY, _EMPTY, np.zeros(0, np.int32), [])
-        return WriteSet(np.concatenate(starts), np.concatenate(ends),
-                        np.concatenate(owners), list(items))
+            return WriteSet(_EMPTY, _EMPTY, np.zeros(0, np.int32), [], [])
+        owners = [np.full(len(iv[0]), n, np.int32) for n, iv in enumerate(ivs)]
+        return WriteSet(np.concatenate([iv[0] for iv in ivs]),
+                        np.concatenate([iv[1] for iv in ivs]),
+                        np.concatenate(owners), list(items), list(ivs))
 
-    def union(self) -> tuple[np.ndarray, np.ndarray]:
-        return union(self.starts, self.ends)
+    def union(self, lo: int = 0, hi: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The union of the intervals ``lo:hi`` (all by default)."""
+        return union(self.starts[lo:hi], self.ends[lo:hi])
 
-    def writer_of(self, key: int) -> tuple[Instr, Placed]:
-        """An instruction of this set (and its operand) that writes the byte ``key``."""
-        hit = np.flatnonzero((self.starts <= key) & (self.ends > key))[0]
-        return self.items[int(self.owner[hit])]
+    def writer_of(self, key: int, lo: int = 0, hi: int | None = None) -> int:
+        """The index of an item (among intervals ``lo:hi``) that writes the byte ``key``."""
+        s, e = self.starts[lo:hi], self.ends[lo:hi]
+        hit = np.flatnonzero((s <= key) & (e > key))[0]
+        return int(self.owner[lo + hit])
 
 
 def intersection(a: tuple[np.ndarray, np.ndarray],
@@ -171,7 +206,13 @@ def tensor_name(decl: TensorDecl) -> str:
 def describe_overlap(decl: TensorDecl, op_a: Placed, op_b: Placed, target: Target) -> str:
     """``out[0, 0]..out[127, 63] (32768 bytes)``: the first and last element of ``decl`` both
     operands write, and how many bytes they share."""
-    s, e = intersection(union(*operand_intervals(op_a)), union(*operand_intervals(op_b)))
+    return describe_region(decl, operand_intervals(op_a), operand_intervals(op_b), target)
+
+
+def describe_region(decl: TensorDecl, iv_a: tuple[np.ndarray, np.ndarray],
+                    iv_b: tuple[np.ndarray, np.ndarray], target: Target) -> str:
+    """:func:`describe_overlap` for two interval sets (``(starts, ends)`` byte keys)."""
+    s, e = intersection(union(*iv_a), union(*iv_b))
     first = _element_index(decl, int(s.min()), target)
     last = _element_index(decl, int(e.max()) - 1, target)
     name = tensor_name(decl)
@@ -251,8 +292,8 @@ def check_affine_loop(rec: RecordedLoop, program: Program, target: Target,
     if hit is None:
         return
     a, b, lo, _ = hit
-    instr_a, op_a = sets[a].writer_of(lo)
-    instr_b, op_b = sets[b].writer_of(lo)
+    instr_a, op_a = sets[a].items[sets[a].writer_of(lo)]
+    instr_b, op_b = sets[b].items[sets[b].writer_of(lo)]
     region = describe_overlap(program.tensor(op_b.tensor), op_a, op_b, target)
     where = rec.loc.short if rec.loc else "<unknown>"
     raise fail(CODE, f"iterations {a} and {b} of the nl.affine_range loop at {where} both "
@@ -262,41 +303,229 @@ def check_affine_loop(rec: RecordedLoop, program: Program, target: Target,
                "loop-carried dependency", rec.loc)
 
 
-# ----- LNC cores -----------------------------------------------------------------------------
+# ----- LNC cores: what each core writes, and what orders it -------------------------------
 
-def shared_hbm_writes(program: Program) -> WriteSet:
-    """Everything one core's program writes to shared HBM."""
-    items = [(s, op) for s, _ in walk(program.body) if isinstance(s, Instr)
-             and s.opcode is not Opcode.FILL_UNINIT
-             for op in _written(s) if op.space is Memory.SHARED_HBM]
-    return WriteSet.of(items, {})
+@dataclass(frozen=True)
+class Sync:
+    """A synchronising instruction of one core (barrier, collective, sendrecv), as the
+    runtime matches it: ``round`` is the rank group of a barrier/collective round (a core's
+    k-th round on a group meets every member's k-th); ``sends``/``recvs`` are
+    ``(peer, channel)`` mailboxes (FIFO per sender, receiver and channel)."""
+
+    instr: Instr
+    round: tuple[int, ...] | None = None
+    sends: tuple[tuple[int, object], ...] = ()
+    recvs: tuple[tuple[int, object], ...] = ()
+    in_loop: bool = False       # inside a runtime loop: runs an unknown number of times
+
+
+def sync_of(instr: Instr, in_loop: bool = False) -> Sync | None:
+    """The ordering an instruction gives across cores, or None when it gives none
+    (mirrors ``nki/sim/emit/collectives.py``)."""
+    if instr.opcode is Opcode.CORE_BARRIER:
+        return Sync(instr, round=tuple(instr.attr("cores")), in_loop=in_loop)
+    if instr.opcode is Opcode.SENDRECV:
+        ch = ("sendrecv", instr.attr("pipe_id"))
+        return Sync(instr, sends=((instr.attr("send_to"), ch),),
+                    recvs=((instr.attr("recv_from"), ch),), in_loop=in_loop)
+    if instr.opcode is Opcode.COLLECTIVE:
+        group = tuple(instr.attr("group"))
+        if instr.attr("kind") != "collective_permute":
+            return Sync(instr, round=group, in_loop=in_loop)
+        to, frm = group
+        return Sync(instr, sends=((to, "permute"),) if to >= 0 else (),
+                    recvs=((frm, "permute"),) if frm >= 0 else (), in_loop=in_loop)
+    return None
+
+
+def _program_order(body, in_loop: bool = False):
+    """``(instr, in_runtime_loop)`` in program order (recorded loops are unrolled)."""
+    for s in body:
+        if isinstance(s, Instr):
+            yield s, in_loop
+        elif isinstance(s, RecordedLoop):
+            for it in s.iterations:
+                yield from _program_order(it, in_loop)
+        elif isinstance(s, (Loop,) + DYN_LOOPS):
+            yield from _program_order(s.body, True)
+
+
+@dataclass
+class CoreWrites:
+    """What the LNC check needs of one core: its shared-HBM writes in program order, each
+    labelled with its epoch (how many synchronising instructions precede it; a sync's own
+    writes land after it), the synchronising instructions, and which writes were widened to
+    their whole tensor because their offsets are only known at run time."""
+
+    writes: WriteSet
+    epochs: np.ndarray          # per interval of ``writes``, non-decreasing
+    syncs: list[Sync]
+    whole: frozenset[int]       # indices into ``writes.items``
+
+
+def _whole_tensor(program: Program, op: Placed) -> tuple[np.ndarray, np.ndarray]:
+    """Every byte of the (HBM) tensor ``op`` writes."""
+    decl = program.tensor(op.tensor)
+    start = _SPACE[decl.memory] + decl.address[1]
+    size = max(decl.free_size * decl.dtype.itemsize, 1)
+    return np.array([start], np.int64), np.array([start + size], np.int64)
+
+
+def shared_hbm_writes(program: Program) -> CoreWrites:
+    """Everything one core's program writes to shared HBM, split into epochs.
+
+    A write moved by a register (dynamic offset) or through an index tile (indirect rows)
+    may touch any row at run time: it counts as writing its whole tensor (sound, and exact
+    whenever the other core does not write that tensor)."""
+    items, ivs, item_epochs, whole, syncs = [], [], [], set(), []
+    for instr, in_loop in _program_order(program.body):
+        sync = sync_of(instr, in_loop)
+        if sync is not None:
+            syncs.append(sync)
+        if instr.opcode is Opcode.FILL_UNINIT:
+            continue
+        indirect = instr.attr("indirect", ())
+        for role, op in instr.writes:
+            if not isinstance(op, Placed) or op.space is not Memory.SHARED_HBM:
+                continue
+            iv = None if role in indirect else operand_intervals(op)
+            if iv is None:
+                whole.add(len(items))
+                iv = _whole_tensor(program, op)
+            items.append((instr, op))
+            ivs.append(iv)
+            item_epochs.append(len(syncs))
+    ws = WriteSet.from_intervals(items, ivs)
+    epochs = np.asarray(item_epochs, np.int64)[ws.owner] if items else _EMPTY
+    return CoreWrites(ws, epochs, syncs, frozenset(whole))
+
+
+class _Clocks:
+    """Vector clocks of the cores' synchronising instructions, by running the runtime's
+    matching rules on them: ``clocks[c][k][d]`` is how many of core ``d``'s synchronising
+    instructions happen before core ``c``'s epoch ``k``. A core stuck in a wait (the launch
+    would deadlock) keeps its last clock, which orders nothing new."""
+
+    def __init__(self, syncs: list[list[Sync]]):
+        n = len(syncs)
+        self.syncs = syncs
+        self.vc = np.zeros((n, n), np.int64)
+        self.clocks = [[self.vc[c].copy()] for c in range(n)]
+        self.mail: dict = defaultdict(deque)
+        self.rounds: dict = defaultdict(dict)
+        self.ordinal: Counter = Counter()
+        self.posted: list = [None] * n     # the round key of a sync that started waiting
+
+    def run(self) -> list[np.ndarray]:
+        progress = True
+        while progress:
+            progress = False
+            for c, mine in enumerate(self.syncs):
+                # clocks[c] has one row per epoch so far: the next sync is mine[len - 1]
+                while len(self.clocks[c]) <= len(mine) and \
+                        self._step(c, mine[len(self.clocks[c]) - 1]):
+                    progress = True
+        for c, mine in enumerate(self.syncs):
+            self.clocks[c] += [self.clocks[c][-1]] * (len(mine) + 1 - len(self.clocks[c]))
+        return [np.array(cl, np.int64) for cl in self.clocks]
+
+    def _step(self, c: int, s: Sync) -> bool:
+        """Run core ``c``'s next sync as far as it can; True when it completed."""
+        if self.posted[c] is None:      # first attempt: tick, send, post to the round
+            self.vc[c, c] += 1
+            for peer, ch in s.sends:
+                self.mail[(c, peer, ch)].append(self.vc[c].copy())
+            key = ()
+            if s.round is not None:
+                key = (s.round, self.ordinal[(c, s.round)])
+                self.ordinal[(c, s.round)] += 1
+                self.rounds[key][c] = self.vc[c].copy()
+            self.posted[c] = key
+        key = self.posted[c]
+        if key and len(self.rounds[key]) < len(s.round):
+            return False
+        if any(not self.mail[(peer, c, ch)] for peer, ch in s.recvs):
+            return False
+        for peer, ch in s.recvs:
+            self.vc[c] = np.maximum(self.vc[c], self.mail[(peer, c, ch)].popleft())
+        for other in (self.rounds[key].values() if key else ()):
+            self.vc[c] = np.maximum(self.vc[c], other)
+        self.posted[c] = None
+        self.clocks[c].append(self.vc[c].copy())
+        return True
+
+
+def epoch_clocks(syncs: list[list[Sync]]) -> list[np.ndarray]:
+    """Per core, the vector clock of each epoch (``len(syncs[c]) + 1`` rows)."""
+    if any(s.in_loop for mine in syncs for s in mine):
+        # a sync in a runtime loop runs an unknown number of times, so the k-th call of one
+        # core cannot be matched with the other's: trust no ordering at all
+        n = len(syncs)
+        return [np.zeros((len(mine) + 1, n), np.int64) for mine in syncs]
+    return _Clocks(syncs).run()
+
+
+def _concurrent_epochs(ca: np.ndarray, cb: np.ndarray, i: int, a: int, b: int):
+    """The range ``[lo, hi]`` of core ``b``'s epochs that nothing orders against core ``a``'s
+    epoch ``i`` (neither happens before the other); both clock columns never decrease."""
+    lo = int(np.searchsorted(cb[:, b], ca[i, b], "left"))     # b's epoch not before a's i
+    hi = int(np.searchsorted(cb[:, a], ca[i, a], "right")) - 1  # a's i not before b's epoch
+    return lo, hi
+
+
+def _pair_race(wa: CoreWrites, wb: CoreWrites, ca: np.ndarray, cb: np.ndarray, a: int,
+               b: int):
+    """``(lo, (a_slice), (b_slice))`` of the first byte cores ``a`` and ``b`` both write in
+    epochs nothing orders, or None."""
+    for i in np.unique(wa.epochs):
+        jlo, jhi = _concurrent_epochs(ca, cb, int(i), a, b)
+        if jlo > jhi:
+            continue
+        sa = (int(np.searchsorted(wa.epochs, i, "left")),
+              int(np.searchsorted(wa.epochs, i, "right")))
+        sb = (int(np.searchsorted(wb.epochs, jlo, "left")),
+              int(np.searchsorted(wb.epochs, jhi, "right")))
+        if sb[0] == sb[1]:
+            continue
+        hit = first_overlap(wa.writes.union(*sa), wb.writes.union(*sb))
+        if hit is not None:
+            return hit[0], sa, sb
+    return None
 
 
 def check_core_races(programs: list[Program], target: Target) -> list[Program]:
-    """Raise if two LNC cores write the same shared HBM bytes; returns the programs without
-    the write sets the races pass left in their meta."""
+    """Raise if two LNC cores write the same shared HBM bytes with no barrier, collective or
+    sendrecv ordering the two writes; returns the programs without the write sets the races
+    pass left in their meta."""
     sets = [dict(p.meta).get(META_KEY) for p in programs]
     stripped = [replace(p, meta=tuple(m for m in p.meta if m[0] != META_KEY))
                 for p in programs]
+    if len(sets) < 2 or any(w is None for w in sets):
+        return stripped
+    clocks = epoch_clocks([w.syncs for w in sets])
     for c0 in range(len(sets)):
         for c1 in range(c0 + 1, len(sets)):
-            if sets[c0] is None or sets[c1] is None:
-                continue
-            hit = first_overlap(sets[c0].union(), sets[c1].union())
+            hit = _pair_race(sets[c0], sets[c1], clocks[c0], clocks[c1], c0, c1)
             if hit is not None:
-                raise _core_race(programs[c1], sets, c0, c1, hit, target)
+                raise _core_race(programs[c1], sets, (c0, c1), hit, target)
     return stripped
 
 
-def _core_race(program: Program, sets, c0: int, c1: int, hit, target) -> NkiValidationError:
-    lo, _ = hit
-    instr0, op0 = sets[c0].writer_of(lo)
-    instr1, op1 = sets[c1].writer_of(lo)
-    region = describe_overlap(program.tensor(op1.tensor), op0, op1, target)
+def _core_race(program: Program, sets: list[CoreWrites], cores: tuple[int, int], hit,
+               target: Target) -> NkiValidationError:
+    (c0, c1), (key, s0, s1) = cores, hit
+    n0, n1 = sets[c0].writes.writer_of(key, *s0), sets[c1].writes.writer_of(key, *s1)
+    (instr0, _), (instr1, op1) = sets[c0].writes.items[n0], sets[c1].writes.items[n1]
+    region = describe_region(program.tensor(op1.tensor), sets[c0].writes.ivs[n0],
+                             sets[c1].writes.ivs[n1], target)
+    if n0 in sets[c0].whole or n1 in sets[c1].whole:
+        region += " (dynamic offsets: the whole tensor is assumed written)"
     return fail(CODE, f"LNC cores {c0} and {c1} both write shared_hbm {region}: core {c0} at "
-                f"{_site(instr0)}, core {c1} at {_site(instr1)}. Cores run at the same time, so "
-                "this is a race even when both write the same values: give each core its own "
-                "part of the output (index it with nl.program_id())", instr1.loc)
+                f"{_site(instr0)}, core {c1} at {_site(instr1)}, and no nisa.core_barrier, "
+                "sendrecv or collective both cores reach orders the two writes. Cores run at "
+                "the same time, so this is a race even when both write the same values: give "
+                "each core its own part of the output (index it with nl.program_id()), or "
+                "put a nisa.core_barrier between the writes", instr1.loc)
 
 
 # ----- the pass ------------------------------------------------------------------------------
@@ -319,4 +548,6 @@ def check_races(program: Program, target: Target, affine: bool = False) -> Progr
 
 
 __all__ = ["check_races", "check_core_races", "check_affine_loop", "operand_intervals",
-           "union", "intersection", "first_overlap", "WriteSet", "describe_overlap"]
+           "union", "intersection", "first_overlap", "WriteSet", "CoreWrites", "Sync",
+           "sync_of", "epoch_clocks", "shared_hbm_writes", "describe_overlap",
+           "describe_region"]

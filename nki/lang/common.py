@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from nki.errors import SourceLoc
-from nki.ir.nodes import Access
+from itertools import count
+
+from nki.errors import NkiUnsupportedError, SourceLoc, fail
+from nki.ir.nodes import (
+    DYN_LOOPS,
+    Access,
+    Dependency,
+    Instr,
+    RecordedLoop,
+    install_depends_on_rule,
+)
 from nki.ir.types import DType, Memory
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import Trace, current, user_loc, validation
@@ -84,3 +93,83 @@ def dtype_of(value) -> DType:
     from nki.lang.indexing import as_dtype
 
     return as_dtype(value)
+
+
+# ----- NkiInstruction.depends_on ----------------------------------------------------------
+
+def _is_iteration(parent: list, child: list) -> bool:
+    return bool(parent) and isinstance(parent[-1], RecordedLoop) and \
+        any(it is child for it in parent[-1].iterations)
+
+
+def _placement(trace: Trace, wanted: set[int]) -> dict[int, tuple[int, tuple]]:
+    """``id(instr) -> (program-order index, runtime loops around it)`` for the wanted
+    instructions of the running trace. Recorded (Python) loops are unrolled and do not
+    count; a runtime loop's body is only attached to its parent when the loop closes, so an
+    open one (on the trace's statement stack) is visited after its parent's statements."""
+    found: dict[int, tuple[int, tuple]] = {}
+    order, stack = count(), trace._stack
+
+    def visit(stmts, loops: tuple) -> None:
+        for s in stmts:
+            if isinstance(s, Instr):
+                n = next(order)
+                if id(s) in wanted:
+                    found[id(s)] = (n, loops)
+            elif isinstance(s, RecordedLoop):
+                for it in s.iterations:
+                    visit(it, loops)
+            elif isinstance(s, DYN_LOOPS):
+                visit(s.body, loops + (id(s),))
+        k = next((i for i, level in enumerate(stack) if level is stmts), None)
+        if k is not None and k + 1 < len(stack) and not _is_iteration(stmts, stack[k + 1]):
+            visit(stack[k + 1], loops + (id(stack[k + 1]),))
+
+    visit(trace.body, ())
+    return found
+
+
+def _site(instr: Instr) -> str:
+    return instr.loc.short if instr.loc else "<unknown>"
+
+
+def check_depends_on(consumer: Instr, producers: tuple, kind) -> None:
+    """The rule of ``NkiInstruction.depends_on`` (spec §1.5 scheduling controls): producers
+    are instruction handles of this kernel, ``kind`` a ``nisa.dependency``; a runtime edge
+    (``kind`` runtime or omitted) is a semaphore wait, so the producer sits in the
+    consumer's runtime loop or an enclosing scope. The simulator runs instructions in
+    program order, so a producer traced after its consumer cannot be honoured."""
+    call = Call("NkiInstruction.depends_on")
+    if kind is not None and not isinstance(kind, Dependency):
+        raise call.error("nki_invalid_argument", f"kind={kind!r} must be a nisa.dependency "
+                         "member (nisa.dependency.runtime or nisa.dependency.schedule)")
+    for i, p in enumerate(producers):
+        if not isinstance(p, Instr):
+            raise call.error("nki_invalid_argument", f"producer {i} must be an instruction "
+                             "handle (what an nki.isa call returns), got "
+                             f"{type(p).__name__}")
+        if p is consumer:
+            raise call.error("nki_invalid_argument", "an instruction cannot depend on itself")
+    where = _placement(call.trace, {id(consumer)} | {id(p) for p in producers})
+    for i, p in enumerate((consumer,) + producers):
+        if id(p) not in where:
+            role = "the consumer" if i == 0 else f"producer {i - 1}"
+            raise call.error("nki_invalid_argument", f"{role} ({p.opcode.name.lower()} at "
+                             f"{_site(p)}) is not an instruction of this kernel's trace")
+    at, loops = where[id(consumer)]
+    for i, p in enumerate(producers):
+        p_at, p_loops = where[id(p)]
+        if kind is not Dependency.schedule and loops[:len(p_loops)] != p_loops:
+            raise call.error("nki_invalid_argument", f"producer {i} (at {_site(p)}) and the "
+                             f"consumer (at {_site(consumer)}) sit in different runtime loops: "
+                             "a runtime dependency is a semaphore wait, so the producer must be "
+                             "in the consumer's runtime loop or an enclosing scope")
+        if p_at > at:
+            raise fail("nki_not_implemented", f"NkiInstruction.depends_on: producer {i} (at "
+                       f"{_site(p)}) comes after the consumer (at {_site(consumer)}); the "
+                       "simulator runs instructions in program order and cannot move one "
+                       "after a later one: issue the producer first", call.loc,
+                       NkiUnsupportedError)
+
+
+install_depends_on_rule(check_depends_on)

@@ -139,8 +139,8 @@ def is_contiguous(dims, on_chip: bool) -> bool:
     return True
 
 
-def reshape_view(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
-    """Reshape a view; on chip the partition dim is kept and the free dims must be compact."""
+def _reshape_target(t: NkiTensor, shape: tuple[int, ...]) -> list[int]:
+    """The requested shape with one ``-1`` resolved; the element count must match."""
     shape = list(int(s) for s in shape)
     total = t.size
     if shape.count(-1) == 1:
@@ -154,21 +154,64 @@ def reshape_view(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
     if n != total:
         raise validation("nki_invalid_view", f"cannot reshape {t.name!r} of shape {t.shape} "
                          f"({total} elements) to {tuple(shape)}")
+    return shape
+
+
+def _group_strides(t: NkiTensor, old: list[tuple[int, int, int]], new: list[int],
+                   shape: tuple[int, ...]) -> list[int]:
+    """Strides for ``new`` over one run of ``old`` ``(dim, stride, count)`` entries with
+    the same element count: the run must be mergeable (each stride is the next one times
+    the next count, as numpy requires for a reshape without a copy)."""
+    for (d0, s0, _), (d1, s1, c1) in zip(old, old[1:]):
+        if s0 != s1 * c1:
+            dims = ", ".join(str(d) for d, _, _ in old)
+            raise validation("nki_invalid_view", f"reshape of {t.name!r} to {shape}: dims "
+                             f"{dims} of its pattern {t.get_pattern()} cannot be merged "
+                             f"(dim {d0} has stride {s0}, but dim {d1} spans {s1 * c1}); "
+                             "copy the view into a compact tile first")
+    strides, stride = [], old[-1][1]
+    for c in reversed(new):
+        strides.append(stride)
+        stride *= c
+    return strides[::-1]
+
+
+def _reshaped_dims(t: NkiTensor, shape: list[int], first: int) -> list[tuple[int, int]]:
+    """numpy's no-copy reshape of the view's dims ``first...`` to ``shape[first:]``: split
+    any dim freely; merge only dims whose strides chain. Dims of size 1 carry no stride
+    information and are dropped."""
+    old = [(d, s, c) for d, (s, c) in enumerate(t._dims[first:], first) if c != 1]
+    new = shape[first:]
+    out: list[tuple[int, int]] = []
+    oi = ni = 0
+    while ni < len(new) and oi < len(old):
+        oj, nj = oi + 1, ni + 1
+        op, np_ = old[oi][2], new[ni]
+        while op != np_:       # grow the smaller side until both runs hold the same count
+            if np_ < op:
+                np_ *= new[nj]
+                nj += 1
+            else:
+                op *= old[oj][2]
+                oj += 1
+        strides = _group_strides(t, old[oi:oj], new[ni:nj], tuple(shape))
+        out += [(s, c) for s, c in zip(strides, new[ni:nj])]
+        oi, ni = oj, nj
+    out += [(1, c) for c in new[ni:]]        # trailing size-1 dims
+    return out
+
+
+def reshape_view(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
+    """Reshape a view with numpy's no-copy rules: on chip the partition dim is kept and only
+    the free dims are reshaped; in HBM any dims may be. A dim can always be split (a row
+    stride of 300 split into (3, 128) gives strides (128*300, 300)); dims can be merged only
+    where their strides chain, else ``nki_invalid_view`` names them."""
+    shape = _reshape_target(t, shape)
     if t.on_chip:
         if shape[0] != t.shape[0]:
             raise validation("nki_invalid_view", f"reshape of on-chip {t.name!r} must keep "
                              f"the partition dim {t.shape[0]}, got {tuple(shape)}")
-        free_shape = shape[1:]
-    else:
-        free_shape = shape
-    if not is_contiguous(t._dims, t.on_chip):
-        raise validation("nki_invalid_view", f"reshape of {t.name!r} needs contiguous free "
-                         f"dims; its pattern is {t.get_pattern()}")
-    dims, stride = [], 1
-    for c in reversed(free_shape):
-        dims.append((stride, c))
-        stride *= c
-    dims.reverse()
+    dims = _reshaped_dims(t, shape, 1 if t.on_chip else 0)
     if t.on_chip:
         dims.insert(0, t._dims[0])
     return t._new(tuple(dims))

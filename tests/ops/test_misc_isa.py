@@ -1,6 +1,7 @@
 """activate2, exponential, tensor_scalar_cumulative, sequence_bounds, nonzero_with_count,
-topk, nl.device_print (captured stdout), nl.no_reorder and kernel.with_schedule; both
-backends against numpy, rule errors with code and file:line."""
+topk, nl.device_print (captured stdout), nl.no_reorder, kernel.with_schedule and
+NkiInstruction.depends_on; both backends against numpy, rule errors with code and
+file:line."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 from nki.errors import NkiValidationError
+from nki.ir.nodes import Dependency, NkiInstruction
 from nki.sim.emit.misc import (
     reference_nonzero_with_count,
     reference_sequence_bounds,
@@ -200,3 +202,104 @@ def test_logical_not_and_invert(backend):
     a, b = _jit(_not_invert, backend=backend)(x)
     np.testing.assert_array_equal(a, (x == 0).astype(np.int32))
     np.testing.assert_array_equal(b, ~x)
+
+
+# ----- NkiInstruction.depends_on ---------------------------------------------------------------
+
+def _ordered(x, kind):
+    t = _sbuf(x)
+    a, b = _new(t), _new(t)
+    load = nisa.tensor_copy(dst=a, src=t)
+    plus = nisa.tensor_scalar(dst=b, data=t, op0=nl.add, operand0=1.0, name="plus1")
+    total = nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.add)
+    assert total.depends_on(plus, load, kind=kind) is total       # returns self: chains
+    assert total.depends_on(plus, kind=kind).depends_on(load, kind=kind) is total
+    return _out(a)
+
+
+@pytest.mark.parametrize("kind", [None, Dependency.runtime, Dependency.schedule])
+def test_depends_on_is_accepted_and_the_kernel_runs(backend, kind):
+    x = RNG.standard_normal((8, 16)).astype(np.float32)
+    out = _jit(_ordered, backend=backend)(x, kind)
+    np.testing.assert_array_equal(out, x + (x + np.float32(1.0)))
+
+
+def test_nisa_calls_return_instruction_handles():
+    def k(x):
+        t = _sbuf(x)
+        handles = [nisa.memset(dst=_new(t), value=0.0),
+                   nisa.tensor_copy(dst=_new(t), src=t),
+                   nisa.activation(dst=_new(t), op=nl.exp, data=t),
+                   nisa.tensor_reduce(dst=_new(t, (8, 1)), op=nl.add, data=t, axis=1),
+                   nisa.iota(dst=_new(t, dtype=nl.int32), pattern=[[1, 16]]),
+                   nisa.dma_copy(dst=_new(t), src=x)]
+        assert all(isinstance(h, NkiInstruction) for h in handles), handles
+        handles[-1].depends_on(*handles[:-1])
+        return x
+    _jit(k).specialize(np.ones((8, 16), np.float32))
+
+
+def _bad_producer(x, which):
+    t = _sbuf(x)
+    a = _new(t)
+    first = nisa.tensor_copy(dst=a, src=t)
+    second = nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=1.0)
+    if which == "tensor":
+        second.depends_on(first, a)                                  # bad: a tile
+    elif which == "kind":
+        second.depends_on(first, kind="runtime")                     # bad: a string
+    elif which == "self":
+        second.depends_on(second)                                    # bad: itself
+    elif which == "later":
+        first.depends_on(second)                                     # bad: later producer
+    return _out(a)
+
+
+@pytest.mark.parametrize("which,code,words", [
+    ("tensor", "nki_invalid_argument", r"producer 1 must be an instruction handle.*NkiTensor"),
+    ("kind", "nki_invalid_argument", r"kind='runtime' must be a nisa.dependency member"),
+    ("self", "nki_invalid_argument", r"an instruction cannot depend on itself"),
+    ("later", "nki_not_implemented", r"producer 0 \(at test_misc_isa.py:\d+\) comes after the "
+                                     r"consumer.*program order"),
+])
+def test_depends_on_rules_name_code_and_line(which, code, words):
+    import inspect
+
+    lines, start = inspect.getsourcelines(_bad_producer)
+    line = start + next(i for i, s in enumerate(lines) if f'"{which}"' in s) + 1
+    with pytest.raises(Exception, match=rf"(?s)\[{code}\] NkiInstruction.depends_on: {words}"
+                                        rf".*at test_misc_isa\.py:{line}:"):
+        _jit(_bad_producer).specialize(np.ones((8, 16), np.float32), which)
+
+
+def _across_runtime_loop(x, edge, kind):
+    t = _sbuf(x)
+    a = _new(t)
+    outer = nisa.tensor_copy(dst=a, src=t)
+    inner = []
+
+    def body(i):
+        h = nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=1.0)
+        if edge == "into":
+            h.depends_on(outer, kind=kind)          # producer in an enclosing scope: fine
+        inner.append(h)
+
+    nl.fori_loop(0, 3, body)
+    after = nisa.tensor_scalar(dst=a, data=a, op0=nl.multiply, operand0=2.0)
+    if edge == "out_of":
+        after.depends_on(inner[0], kind=kind)       # producer inside the loop
+    return _out(a)
+
+
+def test_depends_on_into_a_runtime_loop_is_fine(backend):
+    x = np.ones((8, 16), np.float32)
+    out = _jit(_across_runtime_loop, backend=backend)(x, "into", None)
+    np.testing.assert_array_equal(out, (x + 3) * 2)
+
+
+def test_runtime_dependency_out_of_a_runtime_loop_is_rejected():
+    x = np.ones((8, 16), np.float32)
+    with pytest.raises(NkiValidationError, match=r"(?s)nki_invalid_argument.*depends_on: "
+                       r"producer 0 .* different runtime loops.*test_misc_isa\.py:\d+"):
+        _jit(_across_runtime_loop).specialize(x, "out_of", Dependency.runtime)
+    _jit(_across_runtime_loop).specialize(x, "out_of", Dependency.schedule)  # no semaphore

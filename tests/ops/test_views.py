@@ -84,3 +84,71 @@ def test_invalid_views_are_rejected(bad, code):
         bad(t)
     with pytest.raises(NkiValidationError, match=rf"{code}(.|\n)*test_views.py:\d+"):
         nki.jit(kernel, cache=False).specialize(X)
+
+
+# ----- reshape of strided views (numpy's no-copy rules) ----------------------------------------
+
+B = np.arange(384 * 300, dtype=np.float32).reshape(384, 300)
+
+
+def _hbm_reshape(view_fn, shape):
+    """Kernel: reshape a strided HBM view of ``b`` to ``shape`` and copy it block by block
+    (over the first dim) through SBUF into a compact output."""
+    def kernel(b):
+        v = view_fn(b)
+        assert v.shape == shape
+        out = nl.ndarray(shape, dtype=b.dtype, buffer=nl.shared_hbm)
+        for i in range(shape[0]):
+            t = nl.ndarray(shape[1:], dtype=b.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=v[i])
+            nisa.dma_copy(dst=out[i], src=t)
+        return out
+    return kernel
+
+
+HBM_RESHAPES = {
+    "split-rows": (lambda b: b[:, 0:256].reshape((3, 128, 256)),
+                   lambda b: b[:, 0:256].reshape(3, 128, 256)),
+    "split-both": (lambda b: b[0:384:2, 0:100].reshape((2, 96, 10, 10)),
+                   lambda b: b[0:384:2, 0:100].reshape(2, 96, 10, 10)),
+    "split-merge": (lambda b: b[0:256, :].reshape((2, 128 * 300)).reshape((2, 128, 300)),
+                    lambda b: b[0:256, :].reshape(2, 128, 300)),
+    "reshape-dim": (lambda b: b[:, 8:264].reshape_dim(0, (3, 128)),
+                    lambda b: b[:, 8:264].reshape(3, 128, 256)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HBM_RESHAPES))
+def test_reshape_of_strided_hbm_view_matches_numpy(backend, name):
+    view_fn, ref_fn = HBM_RESHAPES[name]
+    expect = ref_fn(B)
+    out = nki.jit(_hbm_reshape(view_fn, expect.shape), backend=backend, cache=False)(B)
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_reshape_splits_a_strided_on_chip_free_dim(backend):
+    view_fn = lambda t: t[:, 0:64:2].reshape((128, 4, 8))          # noqa: E731
+    expect = X[:, 0:64:2].reshape(128, 4, 8)
+    out = nki.jit(_through_sbuf(view_fn, expect.shape), backend=backend, cache=False)(X)
+    np.testing.assert_array_equal(out, expect)
+
+
+def test_reshape_split_keeps_the_row_stride():
+    def kernel(b):
+        assert b[:, 0:256].reshape((3, 128, 256)).get_pattern() == \
+            [[128 * 300, 3], [300, 128], [1, 256]]
+    nki.jit(kernel, cache=False).specialize(B)
+
+
+@pytest.mark.parametrize("bad,dims", [
+    (lambda b: b[:, 0:256].reshape((384 * 256,)), "0, 1"),
+    (lambda b: b[0:384:2, :].reshape((96, 600)), "0, 1"),
+    (lambda b: b[0:8, 0:16].reshape((8, 4, 4)).permute((0, 2, 1)).reshape((8, 16)), "1, 2"),
+])
+def test_reshape_merging_incompatible_strides_names_the_dims(bad, dims):
+    def kernel(b):
+        bad(b)
+    with pytest.raises(NkiValidationError, match=rf"nki_invalid_view\] reshape of 'b' to "
+                       rf".*: dims {dims} of its pattern .* cannot be merged(.|\n)*"
+                       r"test_views.py:\d+"):
+        nki.jit(kernel, cache=False).specialize(B)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nki
+import nki.collectives as ncc
 import nki.isa as nisa
 import nki.language as nl
 from nki.errors import NkiValidationError
@@ -260,3 +261,212 @@ def _alias_race(x):
 def test_race_through_address_alias_is_found():
     with pytest.raises(NkiValidationError, match=CODE + r" iterations 0 and 1 .* b\[0, 0\]"):
         _spec(_alias_race, X, check_races=True)
+
+
+# ----- LNC ordering points: barriers, collectives, sendrecv ----------------------------------
+
+X128 = np.zeros((128, 16), np.float32)
+
+
+def _handover(x, barrier: bool):
+    # core 0 writes the output, then (after the barrier) core 1 overwrites the same rows
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    me = nl.program_id(0)
+    if me == 0:
+        nisa.dma_copy(dst=out, src=t)                     # first writer
+    if barrier:
+        nisa.core_barrier(data=out, cores=(0, 1))
+    if me == 1:
+        nisa.dma_copy(dst=out, src=t)                     # second writer
+    return out
+
+
+def test_writes_on_opposite_sides_of_a_barrier_do_not_race():
+    _spec(_handover, X128, True, lnc=2)
+
+
+def test_without_the_barrier_the_handover_races_naming_both_lines():
+    l0 = _line(_handover, "# first writer")
+    l1 = _line(_handover, "# second writer")
+    with pytest.raises(NkiValidationError, match=CODE + r" LNC cores 0 and 1 both write "
+                       r"shared_hbm out\[0, 0\]\.\.out\[127, 15\] \(8192 bytes\): core 0 at "
+                       rf"test_races.py:{l0} \(dma_copy\), core 1 at test_races.py:{l1} "
+                       r"\(dma_copy\), and no nisa.core_barrier"):
+        _spec(_handover, X128, False, lnc=2)
+
+
+def _same_epoch(x):
+    # a barrier first, then both cores write the same rows in the same epoch
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:128, :])
+    me = nl.program_id(0)
+    nisa.dma_copy(dst=out[me * 128:(me + 1) * 128, :], src=t)   # own half: fine
+    nisa.core_barrier(data=out, cores=(0, 1))
+    nisa.dma_copy(dst=out[0:4, :], src=t[0:4, :])                          # both: race
+    nisa.core_barrier(data=out, cores=(0, 1))
+    return out
+
+
+def test_same_bytes_in_the_same_epoch_race():
+    line = _line(_same_epoch, "# both: race")
+    with pytest.raises(NkiValidationError, match=CODE + r" LNC cores 0 and 1 both write "
+                       r"shared_hbm out\[0, 0\]\.\.out\[3, 15\] \(256 bytes\): core 0 at "
+                       rf"test_races.py:{line} \(dma_copy\), core 1 at test_races.py:{line}"
+                       rf"(.|\n)*at test_races.py:{line}: +nisa.dma_copy"):
+        _spec(_same_epoch, X, lnc=2)
+
+
+def _after_exchange(x, kind):
+    # core 0 writes the output; the cores synchronise; core 1 overwrites it
+    out = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:128, :])
+    me = nl.program_id(0)
+    if me == 0:
+        nisa.dma_copy(dst=out, src=t)
+    got = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.sbuf)
+    if kind == "sendrecv":
+        nisa.sendrecv(src=t, dst=got, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    elif kind == "all_reduce":
+        ncc.all_reduce(srcs=[t], dsts=[got], replica_group=ncc.ReplicaGroup([[0, 1]]),
+                       op=nl.add)
+    elif kind == "one_way":     # core 0 only sends, core 1 only receives: 0 -> 1 is ordered
+        ncc.collective_permute(srcs=[t], dsts=[got], source_target_pairs=[(0, 1)])
+    if me == 1:
+        nisa.dma_copy(dst=out, src=got)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["sendrecv", "all_reduce", "one_way"])
+def test_sendrecv_and_collectives_order_writes(kind):
+    _spec(_after_exchange, X, kind, lnc=2)
+
+
+def _wrong_way(x):
+    # core 1 writes, then sends to core 0; core 0 wrote the same rows *before* receiving:
+    # the one-way message orders core 1's write before core 0's later writes only
+    out = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:128, :])
+    got = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=out, src=t)                                       # both cores
+    ncc.collective_permute(srcs=[t], dsts=[got], source_target_pairs=[(1, 0)])
+    return out
+
+
+def test_a_one_way_message_does_not_order_the_receivers_earlier_writes():
+    with pytest.raises(NkiValidationError, match=CODE + r" LNC cores 0 and 1 both write "
+                       r"shared_hbm out\[0, 0\]"):
+        _spec(_wrong_way, X, lnc=2)
+
+
+def test_epoch_clocks_match_kth_round_and_fifo_mailboxes():
+    from nki.ir.nodes import Instr
+    from nki.ir.ops import Opcode
+    from nki.jit.races import Sync, epoch_clocks
+
+    ins = Instr(Opcode.CORE_BARRIER, (), ())
+    bar = Sync(ins, round=(0, 1))
+    send, recv = Sync(ins, sends=((1, "p"),)), Sync(ins, recvs=((0, "p"),))
+    c0, c1 = epoch_clocks([[bar, send], [recv, bar]])
+    # core 1's receive waits for core 0's send, which follows core 0's barrier, which waits
+    # for core 1's barrier, which follows the receive: a deadlock, so nothing is ordered
+    assert c0.tolist() == [[0, 0]] * 3 and c1.tolist() == [[0, 0]] * 3
+    c0, c1 = epoch_clocks([[bar, send], [bar, recv]])
+    assert c0.tolist() == [[0, 0], [1, 1], [2, 1]]
+    assert c1.tolist() == [[0, 0], [1, 1], [2, 2]]
+
+
+def _barrier_in_runtime_loop(x, n):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=sb, src=n)
+    count = nisa.register_alloc()
+    nisa.register_load(count, sb)
+    me = nl.program_id(0)
+    if me == 0:
+        nisa.dma_copy(dst=out, src=t)
+
+    def body(i):
+        nisa.core_barrier(data=out, cores=(0, 1))
+
+    nl.fori_loop(0, count, body)
+    if me == 1:
+        nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_barrier_in_a_runtime_loop_orders_nothing():
+    # the loop may run zero times: the barrier is no ordering point the check can rely on
+    with pytest.raises(NkiValidationError, match=CODE):
+        _spec(_barrier_in_runtime_loop, X128, np.ones((1, 1), np.int32), lnc=2)
+
+
+# ----- LNC writes at run-time offsets --------------------------------------------------------
+
+IDX = np.arange(128, dtype=np.int32)[:, None]
+WHOLE = r" \(dynamic offsets: the whole tensor is assumed written\)"
+
+
+def _scatter_both(x, idx, own_outputs):
+    # each core scatters rows through an index tile (indirect DMA)
+    me = nl.program_id(0)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    scratch = [nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm) for _ in range(2)]
+    t = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:128, :])
+    ids = nl.ndarray((128, 1), dtype=idx.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ids, src=idx)
+    dst = scratch[me] if own_outputs else scratch[0]
+    rows = dst.ap([[16, 128], [1, 16]], 0, vector_offset=ids, indirect_dim=0)
+    nisa.dma_copy(dst=rows, src=t)                                   # scatter
+    nisa.dma_copy(dst=out[me * 128:(me + 1) * 128, :], src=t)
+    return out
+
+
+def test_indirect_scatters_by_both_cores_race_conservatively():
+    line = _line(_scatter_both, "# scatter")
+    with pytest.raises(NkiValidationError, match=CODE + r" LNC cores 0 and 1 both write "
+                       r"shared_hbm scratch\[0, 0\]\.\.scratch\[255, 15\] \(16384 bytes\)" + WHOLE +
+                       rf": core 0 at test_races.py:{line} \(dma_indirect\)(.|\n)*"
+                       r"rule: the same location"):
+        _spec(_scatter_both, X, IDX, False, lnc=2)
+
+
+def test_indirect_scatter_into_a_tensor_only_one_core_writes_is_fine():
+    _spec(_scatter_both, X, IDX, True, lnc=2)
+
+
+def _register_offset(x, n, overlap):
+    # each core writes 128 rows at a register offset (its own scratch unless overlap)
+    me = nl.program_id(0)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    scratch = [nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm) for _ in range(2)]
+    t = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[0:128, :])
+    sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=sb, src=n)
+    r = nisa.register_alloc()
+    nisa.register_load(r, sb)
+    dst = scratch[0] if overlap else scratch[me]
+    nisa.dma_copy(dst=dst[nl.ds(r * 128, 128), :], src=t)            # dynamic
+    nisa.dma_copy(dst=out[me * 128:(me + 1) * 128, :], src=t)
+    return out
+
+
+def test_register_offset_writes_by_both_cores_race_conservatively():
+    line = _line(_register_offset, "# dynamic")
+    with pytest.raises(NkiValidationError, match=CODE + r" LNC cores 0 and 1 both write "
+                       r"shared_hbm scratch\[0, 0\]\.\.scratch\[255, 15\] \(16384 bytes\)" + WHOLE +
+                       rf": core 0 at test_races.py:{line} \(dma_copy\), core 1 at "
+                       rf"test_races.py:{line}"):
+        _spec(_register_offset, X, np.zeros((1, 1), np.int32), True, lnc=2)
+
+
+def test_register_offset_write_into_own_tensor_is_fine():
+    _spec(_register_offset, X, np.zeros((1, 1), np.int32), False, lnc=2)
