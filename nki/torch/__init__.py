@@ -2,7 +2,9 @@
 
 ``import nki.torch`` makes ``neuron`` a PyTorch device (torch's PrivateUse1 backend, memory on
 the host; see :mod:`nki.torch.device`, which is also ``torch.neuron``) and registers the
-``neuron`` torch.distributed backend (:mod:`nki.torch.distributed`)::
+``neuron`` torch.distributed backend (:mod:`nki.torch.distributed`); on ``neuron`` tensors,
+matmuls and attention run the NKI kernels of :mod:`nki.kernels` (:mod:`nki.torch.routing`,
+:mod:`nki.torch.ops`)::
 
     import torch, nki.torch
     model = torch.nn.Linear(8, 8).to("neuron")
@@ -18,8 +20,10 @@ import warnings
 
 from nki.torch import device, distributed
 from nki.torch.device import as_cpu, as_neuron
+from nki.torch.ops import count_kernels, kernel_counts, nki_op, reset_kernel_counts
 
-__all__ = ["as_cpu", "as_neuron", "device", "distributed"]
+__all__ = ["as_cpu", "as_neuron", "count_kernels", "device", "distributed", "kernel_counts",
+           "nki_op", "reset_kernel_counts"]
 
 try:
     device.enable()
@@ -27,6 +31,9 @@ except RuntimeError as _error:  # BuildError or PrivateUse1 taken by another bac
     warnings.warn(f"nki.torch: the neuron device is unavailable: {_error}", stacklevel=2)
 else:
     distributed.register()
+    # aten mm/bmm/addmm and SDPA on neuron tensors run NKI kernels (replacing the device's
+    # CPU-backed kernels for those ops, so this comes after enabling the device).
+    # torch.compile(backend="neuron") is found through the torch_dynamo_backends entry point.
+    from nki.torch import routing
 
-# ---- the rest of the bridge (nki.torch.ops / routing / compile) is wired here by the lead:
-# they rely on the device being enabled above.
+    routing.enable()

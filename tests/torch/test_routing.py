@@ -1,0 +1,217 @@
+"""aten mm/bmm/addmm, SDPA and nn.MultiheadAttention routed to NKI kernels on ``neuron``.
+
+The host-side decisions (NKI kernel or torch math path) are tested on CPU tensors; the aten
+registrations themselves on the neuron device (the ``routed`` fixture).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+torch = pytest.importorskip("torch")
+
+from nki.torch import ops, routing  # noqa: E402
+
+torch.set_num_threads(1)
+F = torch.nn.functional
+
+
+@pytest.fixture
+def routed(neuron):
+    """The neuron device with aten ops routed to NKI kernels."""
+    assert routing.enable()
+
+
+def _rand(*shape, dtype=torch.float32, grad=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=dtype).requires_grad_(grad)
+
+
+def _qkv(Hq=2, Hkv=2, S=16, d=8, grad=False):
+    return _rand(2, Hq, S, d, grad=grad, seed=1), _rand(2, Hkv, S, d, grad=grad, seed=2), \
+        _rand(2, Hkv, S, d, grad=grad, seed=3)
+
+
+def test_switch_and_context_manager():
+    assert routing.is_enabled()
+    with routing.routing(False):
+        assert not routing.is_enabled()
+        with routing.routing(True):
+            assert routing.is_enabled()
+        assert not routing.is_enabled()
+    assert routing.is_enabled()
+    assert routing.set_enabled(False) is True
+    assert routing.set_enabled(True) is False
+
+
+def test_matmul_hosts_use_nki_unless_disabled_or_unsupported():
+    a, b, bias = _rand(8, 16), _rand(16, 12, seed=1), _rand(12, seed=2)
+    with ops.count_kernels() as seen:
+        torch.testing.assert_close(routing.mm_host(a, b), a @ b)
+        torch.testing.assert_close(routing.bmm_host(a[None], b[None]), (a @ b)[None])
+        torch.testing.assert_close(routing.addmm_host(bias, a, b, 0.5, 2.0),
+                                   torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+        nan_bias = torch.full_like(bias, float("nan"))     # beta=0 ignores the bias
+        torch.testing.assert_close(routing.addmm_host(nan_bias, a, b, 0, 1), a @ b)
+    assert seen == {"matmul": 3, "batched_matmul": 1}
+    with ops.count_kernels() as seen:
+        routing.mm_host(a.double(), b.double())
+        with routing.routing(False):
+            torch.testing.assert_close(routing.mm_host(a, b), a @ b)
+    assert seen == {}
+
+
+@pytest.mark.parametrize("mask,causal", [("none", False), ("none", True), ("bool", False),
+                                         ("additive", False)])   # torch: mask xor causal
+def test_sdpa_host_forward_backward(mask, causal):
+    q, k, v = _qkv(grad=True)
+    bias = None
+    if mask == "bool":
+        bias = _rand(16, 16, seed=4) > -1.0
+        bias[:, 0] = True                           # no fully masked rows
+    elif mask == "additive":
+        bias = _rand(2, 1, 16, 16, seed=4, grad=True)
+    args = [t.detach() for t in (q, k, v)]
+    hb = bias.detach() if bias is not None else None
+    with ops.count_kernels() as seen:
+        out, lse = routing.sdpa_host(*args, hb, causal, None)
+        grads = routing.sdpa_backward_host(torch.ones_like(out), *args, hb, out, lse,
+                                           causal, None, bias_grad=True)
+    # the gradient of an additive mask comes from the torch math path
+    assert seen == ({"flash_attention": 1} if mask == "additive"
+                    else {"flash_attention": 1, "flash_attention_bwd": 1})
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal)
+    ref.sum().backward()
+    torch.testing.assert_close(out, ref)
+    for got, want in zip(grads, (q.grad, k.grad, v.grad)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    if mask == "additive":
+        torch.testing.assert_close(grads[3], bias.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_host_gqa_and_fallbacks():
+    q, k, v = _qkv(Hq=4, Hkv=2)
+    assert routing.attention_ok(q, k, v)
+    assert not routing.attention_ok(q.double(), k.double(), v.double())
+    assert not routing.attention_ok(q, k, v, dropout_p=0.1)
+    with routing.routing(False):
+        assert not routing.attention_ok(q, k, v)
+    big = _rand(1, 1, 4, 192)
+    assert not routing.attention_ok(big, big, big)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    torch.testing.assert_close(routing.sdpa_host(q, k, v, None, True, None)[0], ref)
+    torch.testing.assert_close(routing.sdpa_host(big, big, big, None, True, None)[0],
+                               F.scaled_dot_product_attention(big, big, big, is_causal=True))
+
+
+# ---------------------------------------------------------------- on the neuron device
+
+def _both(module, *inputs, grad=True):
+    """Run ``module`` on CPU and on neuron; compare outputs and gradients; return counts."""
+    module.zero_grad(set_to_none=True)
+    dev = __import__("copy").deepcopy(module).to("neuron")
+    xs = [x.detach().clone().requires_grad_(grad) for x in inputs]
+    xn = [x.detach().to("neuron").requires_grad_(grad) for x in inputs]
+    ref = module(*xs)
+    with ops.count_kernels() as seen:
+        out = dev(*xn)
+        if grad:
+            out.sum().backward()
+    if grad:
+        ref.sum().backward()
+        for a, b in zip(module.parameters(), dev.parameters()):
+            torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
+        for a, b in zip(xs, xn):
+            torch.testing.assert_close(b.grad.cpu(), a.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5)
+    return seen
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def test_linear_layers_run_nki_matmul(routed):
+    lin = torch.nn.Linear(16, 12)
+    assert _both(lin, _rand(8, 16)) == {"matmul": 3}               # addmm + 2 mm backward
+    assert _both(lin, _rand(2, 4, 16)) == {"matmul": 3}
+    w = _rand(12, 16, seed=5)
+    seen = _both(_Fn(lambda x: torch.matmul(x, w.to(x.device).t())), _rand(2, 4, 16))
+    assert seen["matmul"] >= 2
+    seen = _both(_Fn(torch.bmm), _rand(2, 4, 16), _rand(2, 16, 8, seed=6))
+    assert seen == {"batched_matmul": 3}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_sdpa_runs_nki_flash_attention(routed, causal):
+    fn = _Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    seen = _both(fn, *_qkv())
+    assert seen == {"flash_attention": 1, "flash_attention_bwd": 1}
+
+
+def test_autocast_bf16_linear_and_attention(routed):
+    lin = torch.nn.Linear(16, 16).to("neuron")
+    x = _rand(2, 8, 16).to("neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16), ops.count_kernels() as seen:
+        h = lin(x).unflatten(-1, (2, 8)).transpose(1, 2)
+        y = F.scaled_dot_product_attention(h, h, h, is_causal=True)
+    assert y.dtype == torch.bfloat16 and seen == {"matmul": 1, "flash_attention": 1}
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        h = lin.cpu()(x.cpu()).unflatten(-1, (2, 8)).transpose(1, 2)
+        ref = F.scaled_dot_product_attention(h, h, h, is_causal=True)
+    torch.testing.assert_close(y.cpu().float(), ref.float(), rtol=3e-2, atol=3e-2)
+
+
+def test_sdpa_value_head_dim_differs(routed):
+    q, k, _ = _qkv()
+    v = _rand(2, 2, 16, 4, seed=8)                      # the math path; output [.., 4]
+    fn = _Fn(lambda q, k, v: F.scaled_dot_product_attention(q.transpose(1, 2), k, v))
+    _both(fn, q.transpose(1, 2), k, v)
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_sdpa_masks_on_neuron(routed, kind):
+    mask = _rand(16, 16, seed=7)
+    mask = (mask > -1.0) | torch.eye(16, dtype=torch.bool) if kind == "bool" else mask
+    fn = _Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                           attn_mask=mask.to(q.device)))
+    _both(fn, *_qkv())
+
+
+def test_routing_off_runs_no_nki_kernel(routed):
+    with routing.routing(False):
+        seen = _both(torch.nn.Linear(16, 12), _rand(8, 16))
+        seen.update(_both(_Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v)),
+                          *_qkv()))
+    assert seen == {}
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention(routed, need_weights):
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+    x = _rand(2, 8, 16)
+    fn = _Fn(lambda x: mha.to(x.device)(x, x, x, need_weights=need_weights)[0])
+    seen = _both(fn, x)
+    assert seen["matmul"] >= 2
+    assert ("flash_attention" in seen) == (not need_weights)
+
+
+def test_multihead_attention_inference_fast_path(routed):
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    x = _rand(2, 8, 16)
+    with torch.no_grad():
+        ref = mha(x, x, x, need_weights=False)[0]
+        dev = __import__("copy").deepcopy(mha).to("neuron")
+        xn = x.to("neuron")
+        with ops.count_kernels() as seen:
+            out = dev(xn, xn, xn, need_weights=False)[0]
+    torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-5)
+    assert seen.get("matmul", 0) >= 2 and seen.get("flash_attention") == 1
