@@ -68,8 +68,12 @@ def value_hash(value, depth: int = 0) -> str | None:
         parts = [code_hash(value.__code__), value.__module__, value.__qualname__,
                  value.__name__]
         if depth < 3:
+            # closure cells and default values are evaluated outside the code object
             parts += [str(value_hash(c.cell_contents, depth + 1))
                       for c in value.__closure__ or ()]
+            parts += [str(value_hash(d, depth + 1)) for d in value.__defaults__ or ()]
+            parts += [f"{k}={value_hash(d, depth + 1)}"
+                      for k, d in sorted((value.__kwdefaults__ or {}).items())]
         return "fn:" + _sha(parts)
     if isinstance(getattr(value, "fn", None), types.FunctionType):
         return value_hash(value.fn, depth)                 # an nki Kernel
@@ -129,7 +133,7 @@ class DependencyRecorder:
             return
         module = frame.f_globals.get("__name__", "")
         qual = getattr(code, "co_qualname", code.co_name)
-        self.functions[(module, qual)] = code_hash(code)
+        self.functions[(module, qual)] = _function_hash(_resolve(module, qual), code)
         for name in code.co_names:
             if name in frame.f_globals:
                 h = value_hash(frame.f_globals[name])
@@ -139,6 +143,18 @@ class DependencyRecorder:
 
     def snapshot(self) -> dict:
         return {"functions": dict(self.functions), "globals": dict(self.globals)}
+
+
+def _function_hash(fn, code) -> str:
+    """A recorded function: its code, and its default values when it is reachable by name
+    (a default is evaluated where the function is defined, not in its code)."""
+    fn = getattr(fn, "__wrapped__", fn)
+    if not isinstance(fn, types.FunctionType) or fn.__code__ is not code and \
+            code_hash(fn.__code__) != code_hash(code):
+        return code_hash(code)
+    defaults = [value_hash(d) for d in fn.__defaults__ or ()]
+    defaults += [value_hash(d) for _, d in sorted((fn.__kwdefaults__ or {}).items())]
+    return _sha([code_hash(code)] + [str(d) for d in defaults]) if defaults else code_hash(code)
 
 
 def _resolve(module: str, qual: str):
@@ -159,9 +175,8 @@ def dependencies_hold(deps: dict) -> bool:
         if "<locals>" in qual or "<lambda>" in qual:
             continue  # nested code is hashed inside its enclosing function
         obj = _resolve(module, qual)
-        obj = getattr(obj, "__wrapped__", obj)
-        code = getattr(obj, "__code__", None)
-        if code is None or code_hash(code) != h:
+        code = getattr(getattr(obj, "__wrapped__", obj), "__code__", None)
+        if code is None or _function_hash(obj, code) != h:
             return False
     for (module, name), h in deps["globals"].items():
         mod = sys.modules.get(module)

@@ -16,6 +16,7 @@ from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
 from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, specialize_cores
+from nki.jit.torch_values import is_torch_tensor
 from nki.lang.tracer import user_loc
 from nki.sim.runtime import Executable, run_cores
 
@@ -109,19 +110,39 @@ class Kernel:
     def settings(self, **overrides) -> Settings:
         return from_environment().with_overrides(**{**self.options, **overrides})
 
+    def _positional(self, args, kwargs) -> tuple[tuple, dict]:
+        """Arguments with every parameter that can be positional made positional (defaults
+        filled in), so tensors passed by keyword are kernel tensors like positional ones."""
+        import inspect
+
+        sig = inspect.signature(self.fn)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise fail("nki_invalid_argument", f"{self.fn.__name__}{sig}: {e}",
+                       user_loc()) from None
+        bound.apply_defaults()
+        for name, value in bound.kwargs.items():
+            if isinstance(value, np.ndarray) or is_torch_tensor(value):
+                raise fail("nki_invalid_argument", f"tensor argument {name!r} is keyword-only; "
+                           "kernel tensors must be parameters that can be passed positionally",
+                           user_loc())
+        return bound.args, bound.kwargs
+
     def _tensor_args(self, args) -> dict[int, TensorArg]:
         import inspect
 
         names = list(inspect.signature(self.fn).parameters)
         out = {}
         for i, a in enumerate(args):
-            if isinstance(a, np.ndarray) or type(a).__module__.startswith("torch"):
+            if isinstance(a, np.ndarray) or is_torch_tensor(a):
                 name = names[i] if i < len(names) else f"arg{i}"
                 out[i] = to_tensor_arg(i, name, a, user_loc())
         return out
 
     def specialize(self, *args, **kwargs) -> Specialization:
         """Trace and compile for these arguments (cached per shapes/dtypes/constants)."""
+        args, kwargs = self._positional(args, kwargs)
         return self._specialize(args, kwargs, self._tensor_args(args))
 
     def _specialize(self, args, kwargs, tensor_args) -> Specialization:
@@ -151,6 +172,7 @@ class Kernel:
         return spec
 
     def __call__(self, *args, **kwargs):
+        args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
         return execute(spec, tensor_args)

@@ -129,6 +129,8 @@ def _fold(rec: RecordedLoop, slot: int) -> list[Stmt]:
     iters = [reroll_body(it, slot + 1) for it in rec.iterations]
     if not iters:
         return []
+    if slot >= NSLOTS_LIMIT:    # no loop slot left this deep: the loop stays unrolled
+        return [s for it in iters for s in it]
     n = len(iters)
     plans = [(0, n)]
     if n > 2:

@@ -121,3 +121,32 @@ def test_specialize_prints_ir_and_source():
     spec = nki.jit(_double, cache=False).specialize(x)
     assert "tensor_scalar" in spec.ir and "op0=multiply" in spec.ir
     assert "test_runtime.py:" in spec.source and "run_instr(" in spec.source
+
+
+def _add_optional(x, y=None):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if y is not None:
+        u = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=u, src=y)
+        nisa.tensor_tensor(dst=t, data1=t, data2=u, op=nl.add)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_tensor_passed_by_keyword_is_a_kernel_tensor(backend):
+    x = np.ones((4, 8), np.float32)
+    y = np.full((4, 8), 2.0, np.float32)
+    k = nki.jit(_add_optional, backend=backend)
+    np.testing.assert_array_equal(k(x, y=y), x + y)
+    np.testing.assert_array_equal(k(x), x)
+
+
+def test_keyword_only_tensor_is_rejected():
+    def kernel(x, *, y):
+        return _add_optional(x, y)
+
+    with pytest.raises(Exception,
+                       match=r"(?s)nki_invalid_argument.*keyword-only.*test_runtime.py:\d+"):
+        nki.jit(kernel)(np.ones((4, 8), np.float32), y=np.ones((4, 8), np.float32))

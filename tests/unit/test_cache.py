@@ -66,3 +66,30 @@ def test_cache_dir_is_private(tmp_path):
     _run(tmp_path, 1.0)
     mode = (tmp_path / "cache" / "specs").stat().st_mode & 0o777
     assert mode & 0o077 == 0
+
+
+def _adder(n, cache_dir):
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def body(t, n=n):          # the same code object for every n: only the default differs
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(n))
+
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        body(t)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    return nki.jit(kern, cache_dir=cache_dir)
+
+
+def test_default_values_of_helpers_are_part_of_the_key(tmp_path):
+    import numpy as np
+
+    x = np.zeros((4, 4), np.float32)
+    assert _adder(1, str(tmp_path))(x)[0, 0] == 1.0
+    assert _adder(2, str(tmp_path))(x)[0, 0] == 2.0

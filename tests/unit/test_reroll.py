@@ -121,3 +121,29 @@ def test_plain_python_nest_is_independent_of_trip_counts():
     small = _spec(_plain_same_body, np.zeros((2 * 128, 2 * 32), np.float32))
     large = _spec(_plain_same_body, np.zeros((16 * 128, 8 * 32), np.float32))
     assert small.num_instructions == large.num_instructions == 2
+
+
+def _nine_deep(x):
+    out = nl.ndarray((2,) * 9 + (4,), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, 4), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    r = nl.affine_range
+    for a in r(2):
+        for b in r(2):
+            for c in r(2):
+                for d in r(2):
+                    for e in r(2):
+                        for f in r(2):
+                            for g in r(2):
+                                for h in r(2):
+                                    for i in r(2):
+                                        nisa.dma_copy(dst=out[a, b, c, d, e, f, g, h, i],
+                                                      src=t)
+    return out
+
+
+def test_nest_deeper_than_the_loop_slots_stays_correct(backend):
+    # generated code has 7 loop slots; deeper recorded loops stay unrolled instead of failing
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    y = nki.jit(_nine_deep, backend=backend, cache=False)(x)
+    np.testing.assert_array_equal(y, np.broadcast_to(x.reshape(4), (2,) * 9 + (4,)))
