@@ -62,6 +62,10 @@ class Opcode(enum.IntEnum):
     DMA_INDIRECT = 63
     DMA_COMPUTE = 64
     NC_N_GATHER = 65
+    LOCAL_GATHER = 66
+    TENSOR_GATHER = 67
+    COLLECTIVE_V = 68
+    PERMUTE_IMPLICIT = 69
 
 
 class Engine(enum.IntEnum):

@@ -335,6 +335,12 @@ def sync_of(instr: Instr, in_loop: bool = False) -> Sync | None:
         to, frm = group
         return Sync(instr, sends=((to, "permute"),) if to >= 0 else (),
                     recvs=((frm, "permute"),) if frm >= 0 else (), in_loop=in_loop)
+    if instr.opcode is Opcode.COLLECTIVE_V:
+        return Sync(instr, round=tuple(instr.attr("group")), in_loop=in_loop)
+    if instr.opcode is Opcode.PERMUTE_IMPLICIT:     # a ring: send on, receive from behind
+        to, frm = instr.attr("ring")
+        ch = ("implicit", instr.attr("op") is not None, instr.attr("channel"))
+        return Sync(instr, sends=((to, ch),), recvs=((frm, ch),), in_loop=in_loop)
     return None
 
 

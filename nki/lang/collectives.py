@@ -263,21 +263,179 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=""):
     return call.trace.emit(ins, api=call.api)
 
 
-def _unsupported(api: str):
-    def stub(*args, **kwargs):
-        raise fail("nki_not_implemented", f"{api} is not simulated yet (its data-dependent "
-                   "counts need registers)", Call(api).loc, NkiUnsupportedError)
+# ----- variable-size collectives: all_gather_v / all_to_all_v ------------------------------
+def _v_collective(api: str, kind: str, srcs, dsts, replica_group, metadata_tensor,
+                  recv_counts_known: bool, has_rdispls: bool, name: str) -> Instr:
+    call = Call(api)
+    s, d = _tensors(call, srcs, "srcs"), _tensors(call, dsts, "dsts")
+    if len(s) != 1 or len(d) != 1:
+        raise call.error("nki_invalid_argument", f"{kind} takes exactly one src and one dst")
+    for role, t in (("srcs[0]", s[0]), ("dsts[0]", d[0])):
+        if t.buffer not in _HBM:
+            raise call.error("err_unsupported_memory", f"{role} must be in HBM, got "
+                             f"{t.buffer.value}")
+    if s[0].dtype != d[0].dtype:
+        raise call.error("nki_dtype_mismatch", f"{kind} moves bits: srcs[0] is "
+                         f"{s[0].dtype.name} but dsts[0] is {d[0].dtype.name}")
+    group = _my_group(call, replica_group)
+    meta = _metadata(call, metadata_tensor, len(group), bool(has_rdispls))
+    writes = (("dst0", acc(d[0])),)
+    if not recv_counts_known:      # row 2 (recv_counts) is an output
+        writes += (("meta_out", acc(meta)),)
+    attrs = (("kind", kind), ("group", group), ("recv_known", bool(recv_counts_known)),
+             ("rdispls", bool(has_rdispls)))
+    ins = Instr(Opcode.COLLECTIVE_V, writes, (("src0", acc(s[0])), ("meta", acc(meta))),
+                attrs, call.loc, name)
+    return call.trace.emit(ins, api=call.api)
 
-    stub.__name__ = api.rsplit(".", 1)[1]
-    stub.__doc__ = (f"``{api}``: accepted name; raises ``nki_not_implemented``.\n\n"
-                    f"Example:\n    >>> {api}(...)  # doctest: +SKIP\n")
-    return stub
+
+def _metadata(call: Call, value, n: int, rdispls: bool) -> NkiTensor:
+    m = call.tensor(value, "metadata_tensor", _DATA)
+    rows = 4 if rdispls else 3
+    want = (rows, n) if m.buffer in _HBM else (1, rows, n)
+    if m.dtype.name != "uint32":
+        raise call.error("nki_dtype_mismatch", f"metadata_tensor must be uint32, got "
+                         f"{m.dtype.name}")
+    if tuple(m.shape) != want or not m.is_contiguous():
+        raise call.error("nki_shape_mismatch", f"metadata_tensor must be a contiguous {want} "
+                         f"tensor in {m.buffer.value} (rows: send_counts, send_displs, "
+                         f"recv_counts{', recv_displs' if rdispls else ''}; one column per "
+                         f"rank of the rank-list), got {m.shape}")
+    return m
 
 
-all_gather_v = _unsupported("nki.collectives.all_gather_v")
-all_to_all_v = _unsupported("nki.collectives.all_to_all_v")
-collective_permute_implicit = _unsupported("nki.collectives.collective_permute_implicit")
-collective_permute_implicit_reduce = _unsupported(
-    "nki.collectives.collective_permute_implicit_reduce")
-collective_permute_implicit_current_processing_rank_id = _unsupported(
-    "nki.collectives.collective_permute_implicit_current_processing_rank_id")
+def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: bool = False,
+                 has_rdispls: bool = False, priority=None, name: str = "") -> Instr:
+    """All-to-all with per-rank element counts read from ``metadata_tensor`` at run time.
+
+    Tensors are flat element buffers. Rank ``r`` (column = position in its rank-list) gets
+    ``src[send_displs[r] : send_displs[r] + send_counts[r]]`` from every sender ``s``, written
+    at ``dst[recv_displs[s]:...]`` (``has_rdispls``) or at slot ``s`` of ``dst.size / n``
+    elements. Unless ``recv_counts_known``, row 2 receives the counts. Counts that leave a
+    buffer or overflow a slot raise ``nki_runtime_out_of_bounds``.
+
+    Example:
+        >>> ncc.all_to_all_v(srcs=[x], dsts=[y], replica_group=rg,
+        ...                  metadata_tensor=meta)  # doctest: +SKIP
+    """
+    return _v_collective("nki.collectives.all_to_all_v", "all_to_all_v", srcs, dsts,
+                         replica_group, metadata_tensor, recv_counts_known, has_rdispls, name)
+
+
+def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: bool = False,
+                 has_rdispls: bool = False, priority=None, name: str = "") -> Instr:
+    """Variable-size all-gather: the same metadata and data movement as
+    :func:`all_to_all_v`; the broadcast form sends one chunk (equal counts and displacements
+    in every column), so ``dst`` holds the senders' chunks in rank order.
+
+    Example:
+        >>> ncc.all_gather_v(srcs=[x], dsts=[y], replica_group=rg,
+        ...                  metadata_tensor=meta)  # doctest: +SKIP
+    """
+    return _v_collective("nki.collectives.all_gather_v", "all_gather_v", srcs, dsts,
+                         replica_group, metadata_tensor, recv_counts_known, has_rdispls, name)
+
+
+# ----- ring permutes: collective_permute_implicit(_reduce) --------------------------------
+_MAX_CHANNELS = 4
+
+
+def _channels(call: Call, lists: list, channel_ids) -> list[int]:
+    ids = [int(c) for c in channel_ids]
+    if ids != list(range(len(ids))) or not 1 <= len(ids) <= _MAX_CHANNELS:
+        raise call.error("nki_invalid_argument", f"channel_ids={list(channel_ids)!r} must be "
+                         f"consecutive from 0, at most {_MAX_CHANNELS}")
+    for role, per in lists:
+        if len(per) != len(ids) or any(len(x) != 1 for x in per):
+            raise call.error("nki_invalid_argument", f"{role} must hold one list of exactly "
+                             f"one tensor per channel ({len(ids)} channels)")
+    return ids
+
+
+def _ring(api: str, srcs0, srcs1, dsts, replica_group, op, channel_ids, name: str):
+    call = Call(api)
+    lists = [("srcs_by_channel" if srcs1 is None else "srcs0_by_channel", list(srcs0)),
+             ("dsts_by_channel", list(dsts))] + \
+        ([] if srcs1 is None else [("srcs1_by_channel", list(srcs1))])
+    ids = _channels(call, lists, channel_ids)
+    group = _my_group(call, replica_group)
+    me = group.index(call.trace.core)
+    ring = (group[(me + 1) % len(group)], group[(me - 1) % len(group)])
+    alu = None if srcs1 is None else _reduce_op(call, op)
+    for ch in ids:
+        d = call.tensor(dsts[ch][0], f"dsts_by_channel[{ch}][0]", _DATA)
+        ss = [call.tensor(x[ch][0], f"srcs{k}[{ch}][0]", _DATA)
+              for k, x in enumerate([srcs0] if srcs1 is None else [srcs0, srcs1])]
+        if len({t.buffer is Memory.SBUF for t in ss + [d]}) > 1:
+            raise call.error("err_unsupported_memory", "tensors must be all in HBM or all "
+                             "in SBUF")
+        for k, t in enumerate(ss):
+            if t.size != d.size or (alu is None and t.dtype != d.dtype):
+                raise call.error("nki_shape_mismatch", f"channel {ch}: src{k} ({t.dtype.name}, "
+                                 f"{t.size} elements) and dst ({d.dtype.name}, {d.size}) must "
+                                 "have the same " + ("size" if alu else "dtype and size"))
+        ins = Instr(Opcode.PERMUTE_IMPLICIT, (("dst", acc(d)),),
+                    tuple((f"src{k}", acc(t)) for k, t in enumerate(ss)),
+                    (("channel", ch), ("ring", ring), ("op", alu)), call.loc, name)
+        call.trace.emit(ins, api=call.api)
+
+
+def _reduce_op(call: Call, op) -> Alu:
+    alu = as_alu(op)
+    if alu not in _REDUCE_OPS:
+        raise call.error("nki_invalid_argument", f"op={op_name(op)} must be nl.add, "
+                         "nl.maximum or nl.minimum")
+    return alu
+
+
+def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group,
+                                channel_ids=(0,), priority=None, name: str = "") -> None:
+    """Ring permute: each rank sends channel ``c``'s src to its successor in its rank-list
+    (``list[(i + 1) % n]``) and receives its predecessor's into channel ``c``'s dst (bits).
+
+    Example:
+        >>> ncc.collective_permute_implicit([[x]], [[y]], ncc.ReplicaGroup([[0, 1]]))
+        ... # doctest: +SKIP
+    """
+    _ring("nki.collectives.collective_permute_implicit", srcs_by_channel, None,
+          dsts_by_channel, replica_group, None, channel_ids, name)
+
+
+def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel,
+                                       replica_group, op, channel_ids=(0,), priority=None,
+                                       name: str = "") -> None:
+    """Ring permute of ``op(srcs0[c], srcs1[c])`` (fp32, cast to dst's dtype): each rank
+    reduces its two sources, sends the result to its successor and receives its
+    predecessor's into ``dsts[c]``.
+
+    Example:
+        >>> ncc.collective_permute_implicit_reduce([[a]], [[b]], [[y]], rg,
+        ...                                        op=nl.add)  # doctest: +SKIP
+    """
+    _ring("nki.collectives.collective_permute_implicit_reduce", srcs0_by_channel,
+          srcs1_by_channel, dsts_by_channel, replica_group, op, channel_ids, name)
+
+
+def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group,
+                                                           channel_id: int = 0,
+                                                           num_channels: int = 1,
+                                                           name: str = ""):
+    """A register holding the rank whose data this rank holds after ``iteration_id`` ring
+    steps: itself at 0, then its predecessors (``list[(i - k) % n]``). ``iteration_id``
+    must be a trace-time int (a Python/affine loop index).
+
+    Example:
+        >>> r = ncc.collective_permute_implicit_current_processing_rank_id(k, rg)
+        ... # doctest: +SKIP
+    """
+    from nki.lang.control import register_alloc
+
+    api = "nki.collectives.collective_permute_implicit_current_processing_rank_id"
+    call = Call(api)
+    if isinstance(iteration_id, bool) or not isinstance(iteration_id, int):
+        raise fail("nki_not_implemented", f"{api}: iteration_id={iteration_id!r} must be a "
+                   "Python int (a register iteration is not simulated)", call.loc,
+                   NkiUnsupportedError)
+    group = _my_group(call, replica_group)
+    me = group.index(call.trace.core)
+    return register_alloc(group[(me - iteration_id) % len(group)])

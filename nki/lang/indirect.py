@@ -105,8 +105,9 @@ def vector_select(t: NkiTensor, dim: int, offsets) -> NkiTensor:
 
 
 def _is_dynamic(t) -> bool:
-    return isinstance(t, NkiTensor) and (t.is_indirect() or
-                                         bool(register_terms(t.access().offset)))
+    if not isinstance(t, NkiTensor) or isinstance(t._ind, TensorIndirection):
+        return False     # a TI view is gathered into a plain tile when accessed
+    return t.is_indirect() or bool(register_terms(t.access().offset))
 
 
 def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None, name=""):
@@ -264,18 +265,195 @@ def call_dtype(dtype):
     return dtype_of(dtype)
 
 
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=""):
-    """GpSimd gather across the 16 partitions of each GpSimd core. Not simulated: the public
-    docs do not define where each gathered element lands in ``dst`` (nor the free offset an
-    index reads), so any layout we picked would be a guess. Use ``nc_n_gather`` (within a
-    partition) or an indirect ``dma_copy`` (rows).
+_GROUP = 16                       # partitions per GpSimd core (and per TI group)
+_LG_ELEMS = (1, 2, 4, 8, 16, 32)
+_LG_MAX_INDICES = 4096
+
+
+def _start_partition(t: NkiTensor) -> int:
+    """The physical first partition of an SBUF view (``address=`` tiles may start late)."""
+    addr = t.decl.address
+    return t._part + (int(addr[0]) if addr else 0)
+
+
+def _groups_of_16(call: Call, views: list[tuple[str, NkiTensor]]) -> int:
+    """Every view spans whole 16-partition GpSimd groups; returns the partition count."""
+    rows = views[0][1].shape[0]
+    for role, t in views:
+        if t.shape[0] != rows:
+            raise call.error("err_num_partition_mismatch", f"{role!r} has {t.shape[0]} "
+                             f"partitions but {views[0][0]!r} has {rows}")
+        # each GpSimd core is wired to partitions [16c, 16c+16): a view starting elsewhere
+        # would straddle two cores
+        if rows % _GROUP or _start_partition(t) % _GROUP:
+            raise call.error("nki_shape_mismatch", f"{role!r} must cover whole groups of "
+                             f"{_GROUP} partitions (start and size multiples of {_GROUP}); "
+                             f"it starts at partition {_start_partition(t)} with {rows}")
+    return rows
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx: int = 1,
+                 num_valid_indices: int | None = None, name: str = "") -> Instr:
+    """GpSimd gather inside each group of 16 partitions (one GpSimd core per group).
+
+    Each group flattens its 16 partitions of ``index`` partition-first (column-major, free
+    dims row-major: ``index[g].reshape(16, -1).flatten(order="F")``) and keeps the first
+    ``num_valid_indices`` values (default: all). Index ``j`` (uint16) is an element offset
+    into the flattened free dims of ``src_buffer``; every partition ``p`` of the group gets
+    ``dst[p, j*E:(j+1)*E] = src[p, idx[j]:idx[j]+E]`` with ``E = num_elem_per_idx``. This is
+    the placement of AWS's numpy reference for the instruction (test_nki_isa_local_gather.py,
+    which feeds ``index * E`` and compares with ``np.take(src, index, axis=1)``). Bits are
+    copied (no cast); an index whose ``E`` elements leave the row faults at run time (the
+    hardware leaves it undefined).
+
+    Args:
+        dst: SBUF tile, ``src_buffer``'s dtype and partitions, ``nv * E`` elements each.
+        src_buffer: SBUF tile to gather from (partitions a multiple of 16).
+        index: SBUF uint16 tile with ``src_buffer``'s partition count.
+        num_elem_per_idx: contiguous elements per index: 1, 2, 4, 8, 16 or 32.
+        num_valid_indices: indices used per group (≤ the group's index count, ≤ 4096).
 
     Example:
-        >>> nisa.local_gather(dst=out, src_buffer=src, index=idx)    # doctest: +SKIP
+        >>> nisa.local_gather(dst=out, src_buffer=src, index=idx,
+        ...                   num_elem_per_idx=2)                       # doctest: +SKIP
     """
-    from nki.errors import NkiUnsupportedError, fail
-
     call = Call("nisa.local_gather")
-    raise fail("nki_not_implemented", "nisa.local_gather: its dst layout is not documented "
-               "precisely enough to simulate; use nisa.nc_n_gather or an indirect "
-               "nisa.dma_copy", call.loc, NkiUnsupportedError)
+    d = call.tile(dst, "dst", (Memory.SBUF,))
+    s = call.tile(src_buffer, "src_buffer", (Memory.SBUF,))
+    i = call.tile(index, "index", (Memory.SBUF,))
+    rows = _groups_of_16(call, [("src_buffer", s), ("index", i), ("dst", d)])
+    if i.dtype.name != "uint16":
+        raise call.error("nki_dtype_mismatch", f"index must be uint16, got {i.dtype.name}")
+    if d.dtype != s.dtype:
+        raise call.error("nki_dtype_mismatch", f"local_gather does not cast: dst is "
+                         f"{d.dtype.name} but src_buffer is {s.dtype.name}")
+    ne = num_elem_per_idx
+    if isinstance(ne, bool) or ne not in _LG_ELEMS:
+        raise call.error("nki_invalid_argument", f"num_elem_per_idx={ne!r} must be one of "
+                         f"{_LG_ELEMS}")
+    nv = _valid_indices(call, i.size // (rows // _GROUP), num_valid_indices)
+    if d.size // rows != nv * ne:
+        raise call.error("nki_shape_mismatch", f"dst has {d.size // rows} elements per "
+                         f"partition; {nv} indices x {ne} elements need {nv * ne}")
+    ins = Instr(Opcode.LOCAL_GATHER, (("dst", acc(d)),), (("src", acc(s)), ("index", acc(i))),
+                (("num_elem", ne), ("num_valid", nv)), call.loc, name)
+    return call.trace.emit(ins, api=call.api)
+
+
+def _valid_indices(call: Call, per_group: int, value) -> int:
+    nv = per_group if value is None else value
+    if isinstance(nv, bool) or not isinstance(nv, int) or not 1 <= nv <= per_group:
+        raise call.error("nki_invalid_argument", f"num_valid_indices={value!r} must be an int "
+                         f"in 1..{per_group} (the indices each group of {_GROUP} partitions "
+                         "holds)")
+    if nv > _LG_MAX_INDICES:
+        raise call.error("nki_invalid_argument", f"{nv} indices per GpSimd core exceed the "
+                         f"limit of {_LG_MAX_INDICES}")
+    return nv
+
+
+# ----- trn3 tensor indirection (TI): t.indirect(index, num_elem) ----------------------------
+_TI_INDEX_DTYPES = ("uint16", "uint32")
+
+
+class TensorIndirection:
+    """What ``t.indirect(index, num_elem)`` attaches to a view: the offsets and their count.
+
+    A TI view is consumed by the compute instruction it is passed to. The simulator runs it
+    as a gather into a hidden SBUF tile right before that instruction (``materialize``), so
+    every compute rule accepts it unchanged.
+    """
+
+    __slots__ = ("base", "index", "num_elem", "loc", "_cache")
+
+    def __init__(self, base: NkiTensor, index: NkiTensor, num_elem: int, loc):
+        self.base, self.index, self.num_elem, self.loc = base, index, num_elem, loc
+        self._cache = None
+
+    def materialize(self, view: NkiTensor):
+        """The Access the consuming instruction reads: a fresh tile holding the gather."""
+        api, as_dst = _consumer(view)
+        call = Call(api)
+        if as_dst:
+            from nki.errors import NkiUnsupportedError, fail
+
+            raise fail("nki_not_implemented", f"{api}: a tensor-indirection view as the "
+                       "destination (a scatter) is not simulated; write a tile and scatter "
+                       "it with an indirect nisa.dma_copy", call.loc, NkiUnsupportedError)
+        block = call.trace._stack[-1]
+        key = (id(block), len(block), api)
+        if self._cache is not None and self._cache[0] == key:
+            return self._cache[1]    # the same rule asked twice: one gather is enough
+        group = 32 if api.startswith("nisa.nc_matmul") else _GROUP
+        out = _ti_gather(call, self, group)
+        self._cache = ((id(block), len(block), api), out)   # length after the gather
+        return out
+
+
+def _consumer(view: NkiTensor) -> tuple[str, bool]:
+    """(``nisa.<api>``, passed as its ``dst``?) of the public API the view was handed to:
+    the outermost nki frame below the user's code. The group size depends on the engine."""
+    import os
+    import sys
+
+    from nki.lang.tracer import _NKI_DIR
+
+    frame, api = sys._getframe(2), None
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+            _NKI_DIR + os.sep):
+        api = frame
+        frame = frame.f_back
+    if api is None:
+        return "tensor indirection", False
+    loc = api.f_locals
+    dsts = loc.get("dsts", ())
+    as_dst = loc.get("dst") is view or any(t is view for t in
+                                          (dsts if isinstance(dsts, (list, tuple)) else ()))
+    return f"nisa.{api.f_code.co_name}", as_dst
+
+
+def tensor_indirect(t: NkiTensor, index, num_elem=None) -> NkiTensor:
+    """``t.indirect(index, num_elem)``: see :meth:`NkiTensor.indirect`."""
+    call = Call(f"{t.name}.indirect")
+    if call.trace.target.nc_version < 4:
+        raise call.error("nki_unsupported_on_target", "tensor indirection needs NeuronCore-v4 "
+                         f"(trn3); the target is {call.trace.target.name}")
+    if not t.on_chip or t.is_indirect() or not isinstance(t._off, int):
+        raise call.error("nki_invalid_view", f"tensor indirection needs a plain SBUF/PSUM view; "
+                         f"{t.name!r} is in {t.buffer.value}" +
+                         (" and already indirect" if t.is_indirect() else ""))
+    idx = call.tile(index, "index", (Memory.SBUF,))
+    if idx.dtype.name not in _TI_INDEX_DTYPES:
+        raise call.error("nki_dtype_mismatch", f"index must be uint16 or uint32 free-dim "
+                         f"offsets, got {idx.dtype.name}")
+    call.same_partitions(t, idx, t.name, "index")
+    n = idx.size if num_elem is None else num_elem
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise call.error("nki_invalid_argument", f"num_elem={num_elem!r} must be a positive int")
+    dims = ((t._dims[0][0], t.shape[0]), (1, n))
+    return NkiTensor(t.decl, t.dtype, t._part, t._off, dims,
+                     ind=TensorIndirection(t, idx, n, call.loc))
+
+
+def _ti_gather(call: Call, ti: TensorIndirection, group: int):
+    """Emit ``tmp[p, i] = base[p].flatten()[index[g*G + i % G, i // G]]`` (g = p's group)."""
+    from nki.lang.creation import ndarray
+
+    base, idx = ti.base, ti.index
+    rows = base.shape[0]
+    for role, t in (("the indirect tensor", base), ("index", idx)):
+        if rows % group or _start_partition(t) % group:
+            raise call.error("nki_shape_mismatch", f"{call.api}: tensor indirection reads "
+                             f"offsets per group of {group} partitions; {role} must start at "
+                             f"and span a multiple of {group} partitions (starts at "
+                             f"{_start_partition(t)}, {rows} partitions)")
+    per_group = group * (idx.size // rows)
+    if ti.num_elem > per_group:
+        raise call.error("nki_shape_mismatch", f"num_elem={ti.num_elem} offsets, but each "
+                         f"group of {group} partitions of index {idx.shape} holds {per_group} "
+                         f"(offset i is index[i % {group}, i // {group}])")
+    out = ndarray((rows, ti.num_elem), base.dtype, buffer=Memory.SBUF)
+    ins = Instr(Opcode.TENSOR_GATHER, (("dst", acc(out)),),
+                (("data", acc(base)), ("index", acc(idx))), (("group", group),), call.loc)
+    call.trace.emit(ins, api=call.api)
+    return out.access()

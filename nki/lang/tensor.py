@@ -99,6 +99,9 @@ class NkiTensor:
 
     def access(self) -> Access:
         """The IR operand for this view."""
+        if hasattr(self._ind, "materialize"):
+            # tensor indirection: gathered into a fresh tile by the consuming instruction
+            return self._ind.materialize(self)
         return Access(self._decl.id, self._dtype, Affine.of(self._off), self._dims,
                       Affine(self._part))
 
@@ -275,14 +278,21 @@ class NkiTensor:
 
         return vector_select(self, self._dim(dim), offsets)
 
-    def indirect(self, index, num_elem=None) -> NkiTensor:
-        """trn3 tensor indirection: not simulated (its semantics are not documented enough)."""
-        from nki.errors import NkiUnsupportedError, fail
-        from nki.lang.tracer import user_loc
+    def indirect(self, index, num_elem: int | None = None) -> NkiTensor:
+        """trn3 tensor indirection (TI): a ``(P, num_elem)`` view whose column ``i`` reads,
+        in every partition of a group of G partitions starting at ``s``, the flattened free
+        element ``index[s + i % G, i // G]`` of this view (G = 16; 32 when the view feeds
+        ``nc_matmul``). ``num_elem`` defaults to ``index.size``. A TI view is an input of a
+        compute instruction; the simulator gathers it into a hidden tile first
+        (``nki/lang/indirect.py``). As a destination (scatter) it is not simulated.
 
-        raise fail("nki_not_implemented", f"{self.name}.indirect(...) (trn3 tensor "
-                   "indirection); use .ap(vector_offset=...) for gathers", user_loc(),
-                   NkiUnsupportedError)
+        Example:
+            >>> g = data.indirect(idx, num_elem=64)                     # doctest: +SKIP
+            >>> nisa.tensor_copy(dst=out, src=g)                       # doctest: +SKIP
+        """
+        from nki.lang.indirect import tensor_indirect
+
+        return tensor_indirect(self, index, num_elem)
 
     def get_pattern(self) -> list[list[int]]:
         return [[s, c] for s, c in self._dims]

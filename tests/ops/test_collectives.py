@@ -235,11 +235,218 @@ def test_all_reduce_op_must_be_a_reduction():
         _jit(k, backend="python")[2](np.ones((4, 4), np.float32))
 
 
-def test_variable_collectives_are_named_not_implemented():
+# ----- all_gather_v / all_to_all_v: flat buffers, counts read from metadata at run time ----
+def _reference_v(srcs, metas, dst_size, rdispls, fill):
+    """Rank r's dst and recv_counts: each sender s's chunk src_s[displ_s[r]:+count_s[r]] lands
+    at recv_displs_r[s] (has_rdispls) or at slot s of dst_size / n elements."""
+    n = len(srcs)
+    outs, recvs = [], []
+    for r in range(n):
+        dst, recv = np.full(dst_size, fill, srcs[0].dtype), np.zeros(n, np.uint32)
+        for s in range(n):
+            cnt, dsp = int(metas[s][0, r]), int(metas[s][1, r])
+            start = int(metas[r][3, s]) if rdispls else s * (dst_size // n)
+            dst[start:start + cnt] = srcs[s][dsp:dsp + cnt]
+            recv[s] = cnt
+        outs.append(dst)
+        recvs.append(recv)
+    return outs, recvs
+
+
+def _v_kernel(api, dst_size, known, rdispls, meta_in_sbuf=False):
+    def k(x, meta_in):
+        me = ncc.rank_id()
+        src = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.private_hbm)
+        nisa.dma_copy(dst=src, src=x[me])
+        fill = nl.ndarray((1, dst_size), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=fill, value=-1.0)
+        dst = nl.ndarray((dst_size,), dtype=x.dtype, buffer=nl.private_hbm)
+        nisa.dma_copy(dst=dst, src=fill)
+        rows, n = meta_in.shape[1:]
+        if meta_in_sbuf:
+            meta = nl.ndarray((1, rows, n), dtype=nl.uint32, buffer=nl.sbuf)
+        else:
+            meta = nl.ndarray((rows, n), dtype=nl.uint32, buffer=nl.private_hbm)
+        nisa.dma_copy(dst=meta, src=meta_in[me])
+        api(srcs=[src], dsts=[dst], replica_group=RG, metadata_tensor=meta,
+            recv_counts_known=known, has_rdispls=rdispls)
+        out = nl.ndarray((2, dst_size), dtype=x.dtype, buffer=nl.shared_hbm)
+        meta_out = nl.ndarray(meta_in.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[me], src=dst)
+        nisa.dma_copy(dst=meta_out[me], src=meta)
+        return out, meta_out
+
+    return k
+
+
+def test_all_gather_v_broadcasts_variable_chunks(backend):
+    """The broadcast form: every column of rows 0/1 equal; dst = the chunks in rank order,
+    each in its slot; row 2 receives the counts."""
+    x = np.arange(2 * 10, dtype=np.float32).reshape(2, 10)
+    meta = np.zeros((2, 3, 2), np.uint32)
+    meta[0, 0], meta[0, 1] = 3, 2          # rank 0 sends x0[2:5] to both
+    meta[1, 0], meta[1, 1] = 6, 4          # rank 1 sends x1[4:10] to both
+    out, m = _jit(_v_kernel(ncc.all_gather_v, 16, False, False), backend=backend)[2](x, meta)
+    want, recv = _reference_v([x[0], x[1]], list(meta), 16, False, -1.0)
+    for r in range(2):
+        np.testing.assert_array_equal(out[r], want[r])
+        np.testing.assert_array_equal(m[r, 2], recv[r])
+        np.testing.assert_array_equal(m[r, :2], meta[r, :2])
+    np.testing.assert_array_equal(out[0][:3], x[0][2:5])
+    np.testing.assert_array_equal(out[1][8:14], x[1][4:10])
+
+
+def test_all_to_all_v_with_recv_displacements(backend):
+    x = (np.random.default_rng(4).standard_normal((2, 12)) * 9).astype(np.int32)
+    meta = np.zeros((2, 4, 2), np.uint32)
+    meta[0, :2] = [[1, 5], [0, 1]]         # rank 0: 1 elem to rank 0, 5 elems to rank 1
+    meta[1, :2] = [[4, 2], [6, 10]]        # rank 1: 4 elems to rank 0, 2 to rank 1
+    meta[0, 3] = [7, 0]                    # rank 0 puts rank 0's chunk at 7, rank 1's at 0
+    meta[1, 3] = [2, 5]
+    meta[:, 2] = 99                        # recv_counts_known: row 2 left untouched
+    kern = _v_kernel(ncc.all_to_all_v, 9, True, True, meta_in_sbuf=True)
+    out, m = _jit(kern, backend=backend)[2](x, meta)
+    want, _ = _reference_v([x[0], x[1]], list(meta), 9, True, -1)
+    for r in range(2):
+        np.testing.assert_array_equal(out[r], want[r])
+    np.testing.assert_array_equal(m, meta)
+
+
+def test_all_to_all_v_send_outside_src_faults(backend):
+    x = np.zeros((2, 4), np.float32)
+    meta = np.zeros((2, 3, 2), np.uint32)
+    meta[1, 0, 0], meta[1, 1, 0] = 3, 2    # rank 1 sends src[2:5] of a 4-element src
+    with pytest.raises(NkiRuntimeError, match=_err("nki_runtime_out_of_bounds", "core 1",
+                                                   "all_to_all_v", "send_counts\\[0\\]=3")):
+        _jit(_v_kernel(ncc.all_to_all_v, 8, False, False), backend=backend)[2](x, meta)
+
+
+def test_all_gather_v_chunk_overflowing_its_slot_faults(backend):
+    x = np.zeros((2, 8), np.float32)
+    meta = np.zeros((2, 3, 2), np.uint32)
+    meta[0, 0] = 5                         # 5 elements into 4-element slots
+    with pytest.raises(NkiRuntimeError, match=_err("nki_runtime_out_of_bounds",
+                                                   "all_gather_v", "4-element slot")):
+        _jit(_v_kernel(ncc.all_gather_v, 8, False, False), backend=backend)[2](x, meta)
+
+
+@pytest.mark.parametrize("meta_dtype,meta_shape,words", [
+    (nl.int32, (3, 2), ("nki_dtype_mismatch", "uint32")),
+    (nl.uint32, (4, 2), ("nki_shape_mismatch", "\\(3, 2\\)", "recv_counts")),
+])
+def test_v_collective_metadata_rules(meta_dtype, meta_shape, words):
     def k(x):
-        ncc.all_gather_v([x], [x], RG, x)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.private_hbm)
+        meta = nl.ndarray(meta_shape, dtype=meta_dtype, buffer=nl.private_hbm)
+        ncc.all_gather_v(srcs=[t], dsts=[t], replica_group=RG, metadata_tensor=meta)
         return x
 
-    with pytest.raises(nki.NkiUnsupportedError, match=_err("nki_not_implemented",
-                                                           "all_gather_v")):
-        _jit(k, backend="python")(np.ones((4, 4), np.float32))
+    with pytest.raises(NkiValidationError, match=_err(*words)):
+        _jit(k, backend="python")[2](np.ones((4, 4), np.float32))
+
+
+def test_v_collective_needs_hbm():
+    def k(x):
+        t = _sbuf(x)
+        meta = nl.ndarray((3, 2), dtype=nl.uint32, buffer=nl.private_hbm)
+        ncc.all_to_all_v(srcs=[t], dsts=[t], replica_group=RG, metadata_tensor=meta)
+        return x
+
+    with pytest.raises(NkiValidationError, match=_err("err_unsupported_memory", "srcs\\[0\\]",
+                                                      "HBM")):
+        _jit(k, backend="python")[2](np.ones((4, 4), np.float32))
+
+
+# ----- collective_permute_implicit(_reduce): ring over the rank-list ----------------------
+def _ring_kernel(rg, reduce_op=None):
+    def k(x):
+        me = ncc.rank_id()
+        a, b = _sbuf(x[me, 0]), _sbuf(x[me, 1])
+        d0 = nl.ndarray(a.shape, dtype=nl.bfloat16 if reduce_op else x.dtype, buffer=nl.sbuf)
+        d1 = nl.ndarray(a.shape, dtype=d0.dtype, buffer=nl.sbuf)
+        if reduce_op is None:
+            ncc.collective_permute_implicit([[a], [b]], [[d0], [d1]], rg, channel_ids=[0, 1])
+        else:
+            ncc.collective_permute_implicit_reduce([[a]], [[b]], [[d0]], rg, op=reduce_op)
+            nisa.memset(dst=d1, value=0.0)
+        reg = ncc.collective_permute_implicit_current_processing_rank_id(1, rg)
+        who = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.register_store(who, reg)
+        out = nl.ndarray((2, 2) + a.shape, dtype=d0.dtype, buffer=nl.shared_hbm)
+        src = nl.ndarray((2, 1), dtype=nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[me, 0], src=d0)
+        nisa.dma_copy(dst=out[me, 1], src=d1)
+        nisa.dma_copy(dst=src[me:me + 1, :], src=who)
+        return out, src
+
+    return k
+
+
+def test_permute_implicit_two_channels_ring_of_two(backend):
+    x = np.random.default_rng(7).standard_normal((2, 2, 8, 4)).astype(np.float32)
+    out, who = _jit(_ring_kernel(RG), backend=backend)[2](x)
+    for r in range(2):
+        np.testing.assert_array_equal(out[r], x[1 - r])     # from the predecessor
+    np.testing.assert_array_equal(who[:, 0], [1, 0])       # after one step: the predecessor
+
+
+def test_permute_implicit_ring_of_one_keeps_own_data(backend):
+    x = np.random.default_rng(8).standard_normal((2, 2, 8, 4)).astype(np.float32)
+    out, who = _jit(_ring_kernel(ncc.ReplicaGroup([[0], [1]])), backend=backend)[2](x)
+    np.testing.assert_array_equal(out, x)
+    np.testing.assert_array_equal(who[:, 0], [0, 1])
+
+
+@pytest.mark.parametrize("op,fn", [(nl.add, np.add), (nl.maximum, np.maximum)])
+def test_permute_implicit_reduce_sends_the_reduction(backend, op, fn):
+    import ml_dtypes
+
+    x = np.random.default_rng(9).standard_normal((2, 2, 8, 4)).astype(np.float32)
+    out, _ = _jit(_ring_kernel(RG, op), backend=backend)[2](x)
+    for r in range(2):
+        want = fn(x[1 - r, 0], x[1 - r, 1]).astype(ml_dtypes.bfloat16)
+        np.testing.assert_array_equal(out[r, 0].view(np.uint16), want.view(np.uint16))
+
+
+def _plain_vs_reduce(x):
+    me = ncc.rank_id()
+    a = _sbuf(x)
+    d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    if me == 0:
+        ncc.collective_permute_implicit([[a]], [[d]], RG)
+    else:
+        ncc.collective_permute_implicit_reduce([[a]], [[a]], [[d]], RG, op=nl.add)
+    return x
+
+
+def test_permute_implicit_against_reduce_is_a_named_deadlock(backend):
+    t0 = time.monotonic()
+    with pytest.raises(NkiRuntimeError, match=_err("nki_collective_deadlock",
+                                                   "collective_permute_implicit",
+                                                   "collective_permute_implicit_reduce")):
+        _jit(_plain_vs_reduce, backend=backend)[2](np.ones((4, 4), np.float32))
+    assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"channel_ids": [1]}, ("nki_invalid_argument", "consecutive from 0")),
+    ({"channel_ids": [0, 1]}, ("nki_invalid_argument", "one tensor per channel")),
+])
+def test_permute_implicit_rules(kw, words):
+    def k(x):
+        t = _sbuf(x)
+        ncc.collective_permute_implicit([[t]], [[t]], RG, **kw)
+        return x
+
+    with pytest.raises(NkiValidationError, match=_err(*words)):
+        _jit(k, backend="python")[2](np.ones((4, 4), np.float32))
+
+
+def test_permute_implicit_reduce_op_must_be_a_reduction():
+    def k(x):
+        t = _sbuf(x)
+        ncc.collective_permute_implicit_reduce([[t]], [[t]], [[t]], RG, op=nl.subtract)
+        return x
+
+    with pytest.raises(NkiValidationError, match=_err("nki_invalid_argument", "subtract")):
+        _jit(k, backend="python")[2](np.ones((4, 4), np.float32))

@@ -236,16 +236,171 @@ def test_indirect_view_cannot_be_sliced():
     _raises(k, r"nki_invalid_view\].*indirect", TABLE, IDX)
 
 
-def test_tensor_indirection_is_not_simulated():
-    def k(table, idx):
-        table.indirect(_ids(idx), 1)
+# ----- local_gather: per 16-partition group, partition-first offsets ----------------------
+def _local_gather(src, idx, ne, nv):
+    s_sb, i_sb = _sbuf_like(src), _sbuf_like(idx)
+    out = nl.ndarray((src.shape[0], nv * ne), dtype=src.dtype, buffer=nl.shared_hbm)
+    g = nl.ndarray((src.shape[0], nv * ne), dtype=src.dtype, buffer=nl.sbuf)
+    nisa.local_gather(dst=g, src_buffer=s_sb, index=i_sb, num_elem_per_idx=ne,
+                      num_valid_indices=nv)
+    nisa.dma_copy(dst=out, src=g)
+    return out
 
-    _raises(k, r"nki_not_implemented\].*indirect", TABLE, IDX)
+
+def _sbuf_like(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
 
 
-def test_local_gather_is_not_simulated():
-    def k(table, idx):
-        t = nl.ndarray((P, D), dtype=table.dtype, buffer=nl.sbuf)
-        nisa.local_gather(dst=t, src_buffer=t, index=_ids(idx))
+def test_local_gather_matches_aws_numpy_semantics(backend):
+    """AWS's own example: src (128, 512, 4), 16x4 indices replicated to 8 groups, E=4,
+    nv=64; the kernel gets index*E and must equal np.take(src, index, axis=1) per group."""
+    rng = np.random.default_rng(3)
+    src = rng.standard_normal((128, 512, 4)).astype(np.float32)
+    per_core = rng.integers(0, 512, (16, 4)).astype(np.uint16)
+    index = np.tile(per_core, (8, 1))
+    out = nki.jit(_local_gather, backend=backend)(src, index * 4, 4, 64)
+    want = np.empty((128, 64, 4), np.float32)
+    for c in range(8):
+        rows = slice(16 * c, 16 * c + 16)
+        want[rows] = np.take(src[rows], index[rows].flatten(order="F")[:64], axis=1)
+    np.testing.assert_array_equal(out, want.reshape(128, 256))
 
-    _raises(k, r"nki_not_implemented\].*local_gather", TABLE, IDX)
+
+@pytest.mark.parametrize("dtype,ne,nv", [(BF16, 1, 37), (np.int32, 2, 48), (np.uint8, 32, 3)])
+def test_local_gather_groups_differ_and_bits_are_kept(backend, dtype, ne, nv):
+    from nki.sim.emit.indirect import reference_local_gather
+
+    rng = np.random.default_rng(ne)
+    src = (rng.standard_normal((32, 2, 40)) * 50).astype(dtype)
+    idx = rng.integers(0, 80 - ne + 1, (32, 3)).astype(np.uint16)   # different per group
+    out = nki.jit(_local_gather, backend=backend)(src, idx, ne, nv)
+    want = reference_local_gather(src, idx, ne, nv)
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+    # the oracle itself, by hand: group 1, index 0 is idx[16, 0]
+    assert out[20, 0] == src.reshape(32, -1)[20, idx[16, 0]] or dtype == BF16
+
+
+def test_local_gather_out_of_row_index_faults(backend):
+    src = np.ones((16, 8), np.float32)
+    idx = np.zeros((16, 1), np.uint16)
+    idx[3, 0] = 7      # reads elements 7 and 8 of an 8-element row
+    with pytest.raises(NkiRuntimeError, match=r"(?s)nki_runtime_out_of_bounds.*index 7.*"
+                       r"test_indirect\.py:\d+"):
+        nki.jit(_local_gather, backend=backend)(src, idx, 2, 16)
+
+
+@pytest.mark.parametrize("kw,code", [
+    ({"P": 24}, r"nki_shape_mismatch\].*groups of 16"),
+    ({"idx_dtype": np.int32}, r"nki_dtype_mismatch\].*uint16"),
+    ({"ne": 3}, r"nki_invalid_argument\].*num_elem_per_idx=3"),
+    ({"nv": 17}, r"nki_invalid_argument\].*num_valid_indices=17.*1\.\.16"),
+    ({"dst_free": 5}, r"nki_shape_mismatch\].*16 indices x 1 elements need 16"),
+    ({"dst_dtype": nl.bfloat16}, r"nki_dtype_mismatch\].*does not cast"),
+])
+def test_local_gather_rules(kw, code):
+    P_, ne = kw.get("P", 16), kw.get("ne", 1)
+
+    def k(src, idx):
+        s, i = _sbuf_like(src), _sbuf_like(idx)
+        d = nl.ndarray((P_, kw.get("dst_free", 16)), dtype=kw.get("dst_dtype", nl.float32),
+                       buffer=nl.sbuf)
+        nisa.local_gather(dst=d, src_buffer=s, index=i, num_elem_per_idx=ne,
+                          num_valid_indices=kw.get("nv"))
+
+    _raises(k, code, np.ones((P_, 8), np.float32),
+            np.zeros((P_, 1), kw.get("idx_dtype", np.uint16)))
+
+
+def test_local_gather_rejects_a_view_straddling_two_cores():
+    def k(src, idx):
+        s, i = _sbuf_like(src), _sbuf_like(idx)
+        d = nl.ndarray((32, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.local_gather(dst=d[8:24, :], src_buffer=s[8:24, :], index=i[8:24, :])
+
+    _raises(k, r"nki_shape_mismatch\].*starts at partition 8", np.ones((32, 8), np.float32),
+            np.zeros((32, 1), np.uint16))
+
+
+# ----- trn3 tensor indirection: t.indirect(index, num_elem) --------------------------------
+def _ti_copy(data, idx, num):
+    d, i = _sbuf_like(data), _sbuf_like(idx)
+    g = nl.ndarray((data.shape[0], num), dtype=data.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=g, src=d.indirect(i, num_elem=num), engine=nisa.engine.vector)
+    out = nl.ndarray(g.shape, dtype=data.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=g)
+    return out
+
+
+def test_tensor_indirection_gathers_columns_like_aws_tutorial(backend):
+    """AWS's TI tutorial: the same 16-partition offset tile replicated to every group gives
+    out = data[:, offsets], with offset i at index[i % 16, i // 16]."""
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((64, 100)).astype(np.float32)
+    offsets = rng.integers(0, 100, 48).astype(np.uint16)
+    tile16 = offsets.reshape(3, 16).T                      # [i % 16, i // 16]
+    idx = np.tile(tile16, (4, 1))
+    out = nki.jit(_ti_copy, backend=backend, target="trn3")(data, idx, 48)
+    np.testing.assert_array_equal(out, data[:, offsets])
+
+
+def test_tensor_indirection_feeds_arithmetic_per_group(backend):
+    from nki.sim.emit.indirect import reference_tensor_gather
+
+    def k(data, idx):
+        d, i = _sbuf_like(data), _sbuf_like(idx)
+        r = nl.ndarray((32, 20), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=r, data=d.indirect(i, 20), op0=nl.multiply, operand0=2.0)
+        out = nl.ndarray(r.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    rng = np.random.default_rng(6)
+    data = rng.standard_normal((32, 4, 6)).astype(BF16)
+    idx = rng.integers(0, 24, (32, 2)).astype(np.uint16)   # groups use different offsets
+    out = nki.jit(k, backend=backend, target="trn3")(data, idx)
+    want = reference_tensor_gather(data, idx, 20).astype(np.float32) * np.float32(2.0)
+    np.testing.assert_array_equal(out, want)
+
+
+def test_tensor_indirection_offset_outside_the_row_faults(backend):
+    idx = np.zeros((16, 1), np.uint16)
+    idx[2, 0] = 10
+    with pytest.raises(NkiRuntimeError, match=r"(?s)nki_runtime_out_of_bounds.*offset 10.*"
+                       r"test_indirect\.py:\d+"):
+        nki.jit(_ti_copy, backend=backend, target="trn3")(np.ones((16, 10), np.float32),
+                                                          idx, 16)
+
+
+def _ti_raises(fn, code, *args, target="trn3"):
+    with pytest.raises(NkiError, match=r"(?s)" + code + r".*test_indirect.py:\d+"):
+        nki.jit(fn, backend="python", target=target)(*args)
+
+
+def test_tensor_indirection_needs_trn3():
+    _ti_raises(_ti_copy, r"nki_unsupported_on_target\].*NeuronCore-v4", np.ones((16, 4),
+               np.float32), np.zeros((16, 1), np.uint16), 4, target="trn2")
+
+
+def test_tensor_indirection_rules():
+    def too_many(data, idx):
+        d, i = _sbuf_like(data), _sbuf_like(idx)
+        g = nl.ndarray((32, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=g, src=d.indirect(i))      # default num_elem = index.size = 64
+
+    _ti_raises(too_many, r"nki_shape_mismatch\].*num_elem=64.*holds 32",
+               np.ones((32, 8), np.float32), np.zeros((32, 2), np.uint16))
+
+    def bad_dtype(data, idx):
+        _sbuf_like(data).indirect(_sbuf_like(idx), 4)
+
+    _ti_raises(bad_dtype, r"nki_dtype_mismatch\].*uint16 or uint32",
+               np.ones((16, 8), np.float32), np.zeros((16, 1), np.int32))
+
+    def as_dst(data, idx):
+        d = _sbuf_like(data)
+        nisa.tensor_copy(dst=d.indirect(_sbuf_like(idx), 4), src=_sbuf_like(data[:, 0:4]))
+
+    _ti_raises(as_dst, r"nki_not_implemented\].*tensor_copy.*destination",
+               np.ones((16, 8), np.float32), np.zeros((16, 1), np.uint16))

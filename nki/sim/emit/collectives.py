@@ -1,5 +1,5 @@
-"""Host calls and cross-core work: ``core_barrier``, ``sendrecv``, ``nki.collectives`` and
-``device_print``.
+"""Host calls and cross-core work: ``core_barrier``, ``sendrecv``, ``nki.collectives``
+(including the variable-size and ring-permute forms) and ``device_print``.
 
 Some instructions must leave compiled code: a barrier waits for the other cores of an LNC
 launch, ``device_print`` writes to Python's ``sys.stdout``, and a few rare GpSimd/Vector
@@ -152,6 +152,11 @@ def where(ctx: _Context, irow) -> tuple[str, object]:
     api = _API.get(int(irow[1]), Opcode(int(irow[1])).name.lower())
     if int(irow[1]) == Opcode.COLLECTIVE:
         api = f"nki.collectives.{_KINDS[int(irow[2])]}"
+    elif int(irow[1]) == Opcode.COLLECTIVE_V:
+        api = f"nki.collectives.{_V_KINDS[int(irow[2])]}"
+    elif int(irow[1]) == Opcode.PERMUTE_IMPLICIT:
+        api = "nki.collectives.collective_permute_implicit" + ("_reduce" if irow[5] >= 0
+                                                               else "")
     return (f"{api} at {loc.short}" if loc else api), loc
 
 
@@ -329,7 +334,9 @@ class HostCall:
 # ----- core_barrier / sendrecv / collectives -----------------------------------------------
 _KINDS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute"]
 _API = {int(Opcode.CORE_BARRIER): "nisa.core_barrier", int(Opcode.SENDRECV): "nisa.sendrecv",
-        int(Opcode.DEVICE_PRINT): "nl.device_print"}
+        int(Opcode.DEVICE_PRINT): "nl.device_print", int(Opcode.LOCAL_GATHER): "nisa.local_gather",
+        int(Opcode.TENSOR_GATHER): "tensor indirection (.indirect)"}
+_V_KINDS = ["all_gather_v", "all_to_all_v"]
 _REDUCE = {int(Alu.add): np.add, int(Alu.maximum): np.maximum, int(Alu.minimum): np.minimum}
 
 
@@ -421,6 +428,75 @@ def _permute(call: HostCall, text: str, loc) -> None:
                                         f"{text} (receiving from core {recv_from})", loc))
 
 
+# ----- variable-size collectives and ring permutes -----------------------------------------
+def _oob(call: HostCall, what: str) -> NkiError:
+    text, loc = call.where()
+    return fail("nki_runtime_out_of_bounds", f"core {call.ctx.core}: {text}: {what}", loc,
+                NkiRuntimeError)
+
+
+def _send_chunks(call: HostCall, meta: np.ndarray, src: np.ndarray) -> dict:
+    """The chunk of ``src`` for each rank-list position: rows 0/1 = counts/displacements."""
+    chunks = {}
+    for r in range(meta.shape[1]):
+        count, displ = int(meta[0, r]), int(meta[1, r])
+        if displ + count > src.size:
+            raise _oob(call, f"send_counts[{r}]={count} at send_displs[{r}]={displ} leaves "
+                       f"the {src.size}-element src")
+        chunks[r] = src[displ:displ + count]
+    return chunks
+
+
+@host_op(Opcode.COLLECTIVE_V)
+def _collective_v(call: HostCall) -> None:
+    """ints: kind, recv_counts_known, has_rdispls, group size, members. operands: dst, src,
+    metadata (rows x n uint32; row 2 written unless recv_counts_known)."""
+    kind, known, rdispls = (int(v) for v in call.irow[2:5])
+    group = _group(call.irow, 5)
+    text, loc = call.where()
+    me, n = call.ctx.core, len(group)
+    meta = call.bits(2).reshape(-1, n)
+    chunks = _send_chunks(call, meta, call.bits(1).reshape(-1))
+    posts = call.ctx.launch.collective(me, group, {"kind": _V_KINDS[kind], "sig": "",
+                                                   "chunks": chunks}, text, loc)
+    dst, pos = call.bits(0).reshape(-1), group.index(me)
+    slot = dst.size // n
+    for s, sender in enumerate(group):
+        data = posts[sender]["chunks"][pos]
+        start = int(meta[3, s]) if rdispls else s * slot
+        end = dst.size if rdispls else (s + 1) * slot
+        if start + data.size > end:
+            raise _oob(call, f"{data.size} elements from rank {sender} at dst offset {start} "
+                       f"overflow " + ("the dst" if rdispls else f"its {slot}-element slot"))
+        dst[start:start + data.size] = data
+        meta[2, s] = data.size
+    call.put_bits(0, dst.reshape(call.shape(0)))
+    if not known:
+        call.put_bits(2, meta.reshape(call.shape(2)))
+
+
+@host_op(Opcode.PERMUTE_IMPLICIT)
+def _permute_implicit(call: HostCall) -> None:
+    """ints: channel, successor, predecessor, alu op (-1: plain permute). operands: dst,
+    src0, src1 (reduce only)."""
+    ch, to, frm, op = (int(v) for v in call.irow[2:6])
+    text, loc = call.where()
+    launch, me = call.ctx.launch, call.ctx.core
+    if op < 0:
+        payload = call.bits(1)
+    else:
+        payload = _REDUCE[op](call.f32(1), call.f32(2)).astype(np.float32)
+    # the reduce flag is part of the channel: mismatched calls never meet (deadlock report)
+    box = ("implicit", op >= 0, ch)
+    launch.send(me, to, box, payload)
+    got = launch.receive(frm, me, box, f"{text} (channel {ch}, receiving from core {frm})",
+                         loc)
+    if got.size != call.shape(0)[0] * call.shape(0)[1]:
+        raise fail("nki_collective_mismatch", f"{text}: core {me} receives {got.size} elements "
+                   f"from core {frm} into a dst of {call.shape(0)}", loc, NkiRuntimeError)
+    (call.put_bits if op < 0 else call.put_f32)(0, got.reshape(call.shape(0)))
+
+
 # ----- device_print ------------------------------------------------------------------------
 def pack_text(text: str) -> list[float]:
     """Up to 90 UTF-8 bytes as 15 floats of 6 bytes each (exact in float64); float 0 is the
@@ -499,3 +575,19 @@ def encode_device_print(ins, w, ops):
     w.ints(int(ins.attr("is_int")), ins.attr("num_cores"), len(shape), *shape)
     w.floats(*pack_text(ins.attr("prefix")))
     w.operand(ops["tensor"])
+
+
+@emitter(Opcode.COLLECTIVE_V, host_call)
+def encode_collective_v(ins, w, ops):
+    group = ins.attr("group")
+    w.ints(_V_KINDS.index(ins.attr("kind")), int(ins.attr("recv_known")),
+           int(ins.attr("rdispls")), len(group), *group)
+    w.operand(ops["dst0"]).operand(ops["src0"]).operand(ops["meta"])
+
+
+@emitter(Opcode.PERMUTE_IMPLICIT, host_call)
+def encode_permute_implicit(ins, w, ops):
+    op = ins.attr("op")
+    to, frm = ins.attr("ring")
+    w.ints(ins.attr("channel"), to, frm, -1 if op is None else int(op))
+    w.operand(ops["dst"]).operand(ops["src0"]).operand(ops.get("src1"))

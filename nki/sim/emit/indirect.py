@@ -1,4 +1,5 @@
-"""Indirect DMA (gathers, scatters, ``dma_compute`` scatter-add) and ``nc_n_gather``.
+"""Indirect DMA (gathers, scatters, ``dma_compute`` scatter-add), ``nc_n_gather``, and the
+host-call gathers ``local_gather`` and trn3 tensor indirection.
 
 ``dma_rows`` moves an access row by row (row = first dim: partitions on chip). Operands
 marked indirect take row ``index[p]`` (times their first-dim stride, which the rule set to
@@ -13,8 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from nki.errors import NkiRuntimeError, fail
 from nki.ir.ops import OobMode, Opcode
 from nki.sim.emit import emitter
+from nki.sim.emit.collectives import HostCall, host_call, host_op
 from nki.sim.helpers.memory import (
     copy_raw,
     element_offset,
@@ -164,3 +167,84 @@ def reference_nc_n_gather(data: np.ndarray, indices: np.ndarray) -> np.ndarray:
 @emitter(Opcode.NC_N_GATHER, nc_n_gather, reference_nc_n_gather)
 def encode_nc_n_gather(ins, w, ops):
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops["indices"])
+
+
+# ----- local_gather and tensor indirection: host calls (numpy, both backends alike) ---------
+GROUP = 16
+
+
+def _fault(call: HostCall, what: str) -> None:
+    text, loc = call.where()
+    raise fail("nki_runtime_out_of_bounds", f"core {call.ctx.core}: {text}: {what}", loc,
+               NkiRuntimeError)
+
+
+def reference_local_gather(src: np.ndarray, index: np.ndarray, num_elem: int,
+                           num_valid: int) -> np.ndarray:
+    """Oracle: per group of 16 partitions, offsets = the group's index flattened partition
+    first; ``out[p, j*E:(j+1)*E] = src[p].flatten()[off[j]:off[j]+E]`` (raw values)."""
+    P = src.shape[0]
+    flat, idx = src.reshape(P, -1), index.reshape(P, -1).astype(np.int64)
+    out = np.empty((P, num_valid * num_elem), src.dtype)
+    for g in range(0, P, GROUP):
+        offs = idx[g:g + GROUP].flatten(order="F")[:num_valid]
+        cols = (offs[:, None] + np.arange(num_elem)).reshape(-1)
+        out[g:g + GROUP] = flat[g:g + GROUP][:, cols]
+    return out
+
+
+@host_op(Opcode.LOCAL_GATHER)
+def _local_gather(call: HostCall) -> None:
+    """ints: num_elem, num_valid. operands: dst, src, index."""
+    ne, nv = int(call.irow[2]), int(call.irow[3])
+    src, idx = call.bits(1), call.bits(2)
+    n = src.shape[1]
+    for g in range(0, src.shape[0], GROUP):
+        offs = idx[g:g + GROUP].flatten(order="F")[:nv]
+        bad = np.flatnonzero(offs + ne > n)
+        if bad.size:
+            _fault(call, f"index {int(offs[bad[0]])} (position {int(bad[0])} of partitions "
+                   f"{g}..{g + GROUP - 1}) reads {ne} elements past the {n} of each partition")
+    call.put_bits(0, reference_local_gather(src, idx, ne, nv))
+
+
+@emitter(Opcode.LOCAL_GATHER, host_call, reference_local_gather)
+def encode_local_gather(ins, w, ops):
+    w.ints(ins.attr("num_elem"), ins.attr("num_valid"))
+    w.operand(ops["dst"]).operand(ops["src"]).operand(ops["index"])
+
+
+def reference_tensor_gather(data: np.ndarray, index: np.ndarray, num_elem: int,
+                            group: int = GROUP) -> np.ndarray:
+    """Oracle of tensor indirection: in the group of ``group`` partitions starting at ``s``,
+    column ``i`` of every partition reads flattened element ``index[s + i % G, i // G]``."""
+    P = data.shape[0]
+    flat, idx = data.reshape(P, -1), index.reshape(P, -1).astype(np.int64)
+    i = np.arange(num_elem)
+    out = np.empty((P, num_elem), data.dtype)
+    for s in range(0, P, group):
+        out[s:s + group] = flat[s:s + group][:, idx[s + i % group, i // group]]
+    return out
+
+
+@host_op(Opcode.TENSOR_GATHER)
+def _tensor_gather(call: HostCall) -> None:
+    """ints: group. operands: dst (P, num_elem), data, index."""
+    group = int(call.irow[2])
+    data, idx = call.bits(1), call.bits(2)
+    num = call.shape(0)[1]
+    i = np.arange(num)
+    for s in range(0, data.shape[0], group):
+        offs = idx[s + i % group, i // group]
+        bad = np.flatnonzero(offs >= data.shape[1])
+        if bad.size:
+            _fault(call, f"tensor indirection offset {int(offs[bad[0]])} (column {int(bad[0])}, "
+                   f"partitions {s}..{s + group - 1}) is outside the {data.shape[1]} elements "
+                   "of each partition")
+    call.put_bits(0, reference_tensor_gather(data, idx, num, group))
+
+
+@emitter(Opcode.TENSOR_GATHER, host_call, reference_tensor_gather)
+def encode_tensor_gather(ins, w, ops):
+    w.ints(ins.attr("group"))
+    w.operand(ops["dst"]).operand(ops["data"]).operand(ops["index"])
