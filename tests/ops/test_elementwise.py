@@ -48,3 +48,105 @@ def test_tensor_tensor_int32_exact(backend, rng, op, ref):
     b = rng.integers(-2**30, 2**30, (64, 32)).astype(np.int32)
     y = nki.jit(_binary_kernel(op), backend=backend)(a, b)
     np.testing.assert_array_equal(y, ref(a, b).astype(np.int32))
+
+
+# ----- comparison, logical and absolute-value ALU operators (the fast paths of helpers/alu) ---
+# numpy's semantics: comparisons with NaN are false (not_equal true), NaN is logically true,
+# results are 1.0 / 0.0; abs_max/abs_min propagate NaN.
+CMP = [(nl.equal, np.equal), (nl.not_equal, np.not_equal), (nl.greater, np.greater),
+       (nl.greater_equal, np.greater_equal), (nl.less, np.less),
+       (nl.less_equal, np.less_equal),
+       (nl.logical_and, lambda a, b: (a != 0) & (b != 0)),
+       (nl.logical_or, lambda a, b: (a != 0) | (b != 0)),
+       (nl.logical_xor, lambda a, b: (a != 0) ^ (b != 0)),
+       (nl.abs_max, lambda a, b: np.maximum(np.abs(a), np.abs(b))),
+       (nl.abs_min, lambda a, b: np.minimum(np.abs(a), np.abs(b))),
+       (nl.average, lambda a, b: (a + b) * np.float32(0.5))]
+CMP_IDS = [op.__name__ for op, _ in CMP]
+
+
+def _specials(rng, shape):
+    """Values with ties, NaN, +-0 and +-inf mixed in (a 128x1024 tile runs in row chunks)."""
+    x = rng.integers(-2, 3, shape).astype(np.float32)
+    flat = x.reshape(-1)
+    picks = rng.choice(flat.size, flat.size // 8, replace=False)
+    flat[picks] = rng.choice(np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5], np.float32),
+                             picks.size)
+    return x
+
+
+def _expect(ref, a, b):
+    with np.errstate(invalid="ignore"):
+        return np.asarray(ref(a, b)).astype(np.float32)
+
+
+def _same_bits(y, expect):
+    np.testing.assert_array_equal(np.ascontiguousarray(y).view(np.uint32),
+                                  np.ascontiguousarray(expect).view(np.uint32))
+
+
+@pytest.mark.parametrize("op,ref", CMP, ids=CMP_IDS)
+def test_tensor_tensor_comparisons(backend, rng, op, ref):
+    a, b = _specials(rng, (128, 1024)), _specials(rng, (128, 1024))
+    b[:, ::3] = a[:, ::3]   # ties
+    y = nki.jit(_binary_kernel(op), backend=backend)(a, b)
+    _same_bits(y, _expect(ref, a, b))
+
+
+def _scalar_kernel(op, reverse, tile_operand):
+    def kernel(a, s):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        col = nl.ndarray(s.shape, dtype=s.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=col, src=s)
+        y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=y, data=x, op0=op, operand0=col if tile_operand else 0.5,
+                           reverse0=reverse)
+        nisa.dma_copy(dst=out, src=y)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("op,ref", CMP[:9], ids=CMP_IDS[:9])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("tile_operand", [True, False])
+def test_tensor_scalar_comparisons(backend, rng, op, ref, reverse, tile_operand):
+    a = _specials(rng, (128, 1024))
+    s = _specials(rng, (128, 1))
+    a[:, :4] = s    # ties with the column
+    y = nki.jit(_scalar_kernel(op, reverse, tile_operand), backend=backend)(a, s)
+    col = s if tile_operand else np.float32(0.5)
+    _same_bits(y, _expect(ref, col, a) if reverse else _expect(ref, a, col))
+
+
+def _stt_kernel(op0, op1, reverse0):
+    def kernel(a, s, b):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        tiles = []
+        for src in (a, s, b):
+            t = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=src)
+            tiles.append(t)
+        y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=y, data=tiles[0], op0=op0, operand0=tiles[1],
+                                  op1=op1, operand1=tiles[2], reverse0=reverse0)
+        nisa.dma_copy(dst=out, src=y)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("op0,ref0", [CMP[0], CMP[2], CMP[5], CMP[7],
+                                      (nl.divide, np.divide), (nl.subtract, np.subtract)],
+                         ids=["equal", "greater", "less_equal", "logical_or", "divide",
+                              "subtract"])
+@pytest.mark.parametrize("op1,ref1", [(nl.multiply, np.multiply), CMP[1]],
+                         ids=["multiply", "not_equal"])
+@pytest.mark.parametrize("reverse0", [False, True])
+def test_scalar_tensor_tensor_comparisons(backend, rng, op0, ref0, op1, ref1, reverse0):
+    a, b = _specials(rng, (128, 1024)), _specials(rng, (128, 1024))
+    s = _specials(rng, (128, 1))
+    y = nki.jit(_stt_kernel(op0, op1, reverse0), backend=backend)(a, s, b)
+    with np.errstate(all="ignore"):
+        t = _expect(ref0, s, a) if reverse0 else _expect(ref0, a, s)
+    _same_bits(y, _expect(ref1, t, b))

@@ -283,7 +283,9 @@ def _dma_transpose_kernel(out_shape, via_sbuf=False):
 
 @pytest.mark.parametrize("shape,axes,via_sbuf", [
     ((70, 100), (1, 0), False), ((100, 70), (1, 0), True), ((4, 6, 8), (2, 1, 0), False),
-    ((5, 3, 4, 16), (3, 1, 2, 0), False)])
+    ((5, 3, 4, 16), (3, 1, 2, 0), False),
+    # big enough for the blocked gather's 32x32 tiles, with partial tiles at the edges
+    ((120, 128), (1, 0), False), ((40, 33, 70), (2, 1, 0), False)])
 @pytest.mark.parametrize("dtype", [BF16, np.float32, np.int8])
 def test_dma_transpose_permutes_exactly(backend, rng, shape, axes, via_sbuf, dtype):
     x = _bits(shape, dtype, rng)

@@ -216,9 +216,8 @@ def _fold_cols(ufunc, start, m):
     return acc
 
 
-@pytest.mark.parametrize("P", [100, 1])
-def test_tensor_scalar_reduce_register_chain(backend, rng, P):
-    F = 20
+@pytest.mark.parametrize("P,F", [(100, 20), (1, 20), (128, 1024)])   # 128x1024: row chunks
+def test_tensor_scalar_reduce_register_chain(backend, rng, P, F):
     a, b, c = (rng.standard_normal((P, F)).astype(np.float32) for _ in range(3))
     init = rng.standard_normal((P, 1)).astype(np.float32) * 4
     ya, yb, yc, res = _run(_tsr_chain_kernel, backend, a, b, c, init)
@@ -263,6 +262,31 @@ def test_tensor_scalar_reduce_reset_and_reverse(backend, rng):
     _bits_equal(y[:, 0], (np.float32(1) - a).max(axis=1))
     _bits_equal(y[:, 1], np.zeros(100, np.float32))     # reset: the add identity, no update
     _bits_equal(y[:, 2:], np.float32(1) - a)
+
+
+def _tsr_ranges_kernel(a):
+    out = nl.ndarray((64, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    r = nl.ndarray((64, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(dst=y[32:96], data=x[32:96], op0=nl.multiply, operand0=0.5,
+                              reduce_op=nl.add, reduce_res=r[:, 0:1])
+    nisa.tensor_scalar_reduce(dst=y[0:64], data=x[0:64], op0=nl.add, operand0=1.0,
+                              reduce_op=nl.add, reduce_res=r[:, 1:2],
+                              reduce_cmd=nisa.reduce_cmd.reduce)
+    nisa.dma_copy(dst=out, src=r)
+    return out
+
+
+def test_tensor_scalar_reduce_lanes_follow_the_access(backend, rng):
+    """Register lane p is the access's p-th partition, also when the helper runs in chunks
+    of partitions (1024 elements per row) and the access starts at partition 32."""
+    a = rng.standard_normal((128, 1024)).astype(np.float32)
+    r = _run(_tsr_ranges_kernel, backend, a)
+    first = _fold_cols(np.add, np.zeros(64), a[32:96] * np.float32(0.5))
+    _bits_equal(r[:, 0], first)
+    _bits_equal(r[:, 1], _fold_cols(np.add, first, a[0:64] + np.float32(1)))
 
 
 # ----- bn_stats / bn_aggr -----------------------------------------------------------------------

@@ -148,14 +148,12 @@ def activation(H, S, PS, irow, frow, L):
     act, cmd, t_scale, t_bias, use_scale, use_bias, has_res, row = (
         irow[2], irow[3], irow[4], irow[5], irow[6], irow[7], irow[8], irow[10])
     P, _ = shape_of(irow, DATA)   # from the operand: row-wise chunks narrow it
-    z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)
+    z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)   # a fresh array: updated in place
     # column ops run as explicit loops (Numba's broadcasting array expressions are 4-8x slower)
     if use_scale == 1:
-        z = alu.binary_col_f32(alu.MUL, z, _column(H, S, PS, irow, frow, L, SCALE, 0, t_scale, P),
-                               False)
+        alu.binary_col_into_f32(alu.MUL, z, _column(H, S, PS, irow, frow, L, SCALE, 0, t_scale, P))
     if use_bias == 1:
-        z = alu.binary_col_f32(alu.ADD, z, _column(H, S, PS, irow, frow, L, BIAS, 1, t_bias, P),
-                               False)
+        alu.binary_col_into_f32(alu.ADD, z, _column(H, S, PS, irow, frow, L, BIAS, 1, t_bias, P))
     y = apply_act(act, z)
     store_f32(H, S, PS, irow, DST, L, y)
     if cmd == RESET or cmd == REDUCE or cmd == RESET_REDUCE or has_res == 1:

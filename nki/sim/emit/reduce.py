@@ -18,7 +18,7 @@ from nki.sim.emit import emitter, imm
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import load_f32, load_i64, store_f32, store_i64
 from nki.sim.helpers.registry import helper
-from nki.sim.layout import VECTOR_ACC_FROM_END, operand_base
+from nki.sim.layout import O_COUNT, O_OFF, VECTOR_ACC_FROM_END, operand_base
 
 OP0, OP1, OP2, OP3, OP4 = (operand_base(i) for i in range(5))
 # reduce_cmd values (nki.ir.ops.ReduceCmd) as literals for Numba
@@ -121,27 +121,50 @@ def _per_partition_value(H, S, PS, irow, frow, base, imm_index, is_tile, p, L):
     return np.full(p, np.float32(frow[imm_index]), np.float32)
 
 
-@helper
+@njit(cache=True, nogil=True)
+def _lanes(irow):
+    """(partitions, first register lane) of this call, which runs row-wise: a chunk of
+    partitions ``p0 ..`` of the operands owns registers ``p0 ..`` (``set_chunk`` moved the
+    dst's offset by ``p0`` partition strides from the encoded one)."""
+    if irow[10] == 1:       # one partition is never chunked
+        return 1, 0
+    p0 = 0
+    if irow[12] != 0:
+        p0 = (irow[OP0 + O_OFF] - irow[11]) // irow[12]
+    return irow[OP0 + O_COUNT], p0
+
+
+@njit(cache=True, nogil=True)
+def _fold_registers(rop, regs, y):
+    """``regs[p] op y[p, 0] op y[p, 1] ...`` in order: along rows for the arithmetic
+    operators (cache-friendly, 8 chains at a time), else column by column."""
+    if rop == alu.ADD or rop == alu.SUB or rop == alu.MUL or rop == alu.MAX or rop == alu.MIN:
+        return alu.fold_rows_f32(rop, regs, y)
+    return fold_f32(rop, regs.copy(), _columns(y))
+
+
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def tensor_scalar_reduce(H, S, PS, irow, frow, L):
     """dst = data op0 operand0; VectorE registers updated by reduce_cmd with reduce_op.
 
     ints: op0, reverse0, operand0_is_tile, reduce_op, reduce_cmd, has_res, negate,
-    init_is_tile, partitions. floats: imm0, init."""
+    init_is_tile, partitions, dst offset and partition stride (for chunks). floats: imm0,
+    init."""
     op0, rev0, t0, rop, cmd = irow[2], irow[3], irow[4], irow[5], irow[6]
-    has_res, neg, tinit, p = irow[7], irow[8], irow[9], irow[10]
+    has_res, neg, tinit = irow[7], irow[8], irow[9]
+    p, p0 = _lanes(irow)
     x = _rows(load_f32(H, S, PS, irow, OP1, L), p)
     s = _per_partition_value(H, S, PS, irow, frow, OP2, 0, t0, p, L).reshape(p, 1)
-    y = np.empty_like(x)
-    y[...] = alu.binary_f32(op0, s, x) if rev0 == 1 else alu.binary_f32(op0, x, s)
+    y = alu.binary_col_f32(op0, x, s, rev0 == 1)
     store_f32(H, S, PS, irow, OP0, L, y)
-    regs = PS.view(np.float32)[-VECTOR_ACC_FROM_END:][:p]
+    regs = PS.view(np.float32)[-VECTOR_ACC_FROM_END:][p0:p0 + p]
     if cmd == RESET or cmd == RESET_REDUCE:
         regs[:] = _identity(rop)
     elif cmd == LOAD_REDUCE:
         regs[:] = _per_partition_value(H, S, PS, irow, frow, OP4, 1, tinit, p, L)
     if cmd == REDUCE or cmd == RESET_REDUCE or cmd == LOAD_REDUCE:
-        regs[:] = fold_f32(rop, regs.copy(), _columns(y))
+        regs[:] = _fold_registers(rop, regs, y)
     if has_res == 1:
         out = regs.copy()
         if neg == 1:
@@ -297,7 +320,8 @@ def encode_tensor_partition_reduce(ins, w, ops):
 def encode_tensor_scalar_reduce(ins, w, ops):
     w.ints(int(ins.attr("op0")), int(ins.attr("reverse0")), int("operand0" in ops),
            int(ins.attr("reduce_op")), int(ins.attr("reduce_cmd")), int("reduce_res" in ops),
-           int(ins.attr("negate")), int("reduce_init" in ops), int(ins.attr("parts")))
+           int(ins.attr("negate")), int("reduce_init" in ops), int(ins.attr("parts")),
+           ops["dst"].offset.const, ops["dst"].dims[0][0])
     w.floats(imm(ins.attr("imm0")), imm(ins.attr("init")))
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("operand0"))
     w.operand(ops.get("reduce_res")).operand(ops.get("reduce_init"))

@@ -29,7 +29,14 @@ from nki.sim.helpers.memory import (
     store_i64,
 )
 from nki.sim.helpers.registry import helper
-from nki.sim.layout import O_COUNT, O_DTYPE, O_SPACE, VECTOR_ACC_FROM_END, operand_base
+from nki.sim.layout import (
+    O_COUNT,
+    O_DTYPE,
+    O_PARTS,
+    O_SPACE,
+    VECTOR_ACC_FROM_END,
+    operand_base,
+)
 
 OP0, OP1, OP2, OP3, OP4 = (operand_base(i) for i in range(5))
 NONE = -1  # "no operand: use the immediate"
@@ -263,19 +270,22 @@ def tensor_copy_predicated(H, S, PS, irow, frow, L):
     return 0
 
 
-@helper
+@helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def scalar_tensor_tensor(H, S, PS, irow, frow, L):
     """dst = (data op0 operand0) op1 operand1 in fp32.
     ints: P, op0, op1, reverse0, reverse1; floats: operand0 value.
     operands: dst, data, operand0, operand1."""
-    P = irow[2]
+    P = irow[OP0 + O_PARTS]   # not irow[2]: row-wise chunks narrow the operands
     x = _f32(H, S, PS, irow, OP1, L, P)
     if _absent(irow, OP2):
         s = np.full((1, 1), np.float32(frow[0]), np.float32)
     else:
         s = _f32(H, S, PS, irow, OP2, L, P)
-    t = alu.binary_f32(irow[3], s, x) if irow[5] == 1 else alu.binary_f32(irow[3], x, s)
+    if s.shape[1] == 1:     # the usual [P, 1] operand: the column fast path
+        t = alu.binary_col_f32(irow[3], x, s, irow[5] == 1)
+    else:
+        t = alu.binary_f32(irow[3], s, x) if irow[5] == 1 else alu.binary_f32(irow[3], x, s)
     u = _f32(H, S, PS, irow, OP3, L, P)
     r = alu.binary_f32(irow[4], u, t) if irow[6] == 1 else alu.binary_f32(irow[4], t, u)
     store_f32(H, S, PS, irow, OP0, L, r)

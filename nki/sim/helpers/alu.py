@@ -44,6 +44,46 @@ def _same_shape(op, fa, fb, fo):
         for i in range(n):
             fo[i] = _min(fa[i], fb[i])
     else:
+        return _same_shape_cmp(op, fa, fb, fo)
+    return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _same_shape_cmp(op, fa, fb, fo):
+    """Comparisons (numpy's: false with a NaN operand, except ``!=``) and logical operators
+    (NaN is true; ``&``/``|``/``^`` on booleans, no short circuit, so the loops vectorise)."""
+    n, z = fo.size, np.float32(0.0)
+    if op == EQ:
+        for i in range(n):
+            fo[i] = np.float32(fa[i] == fb[i])
+    elif op == NE:
+        for i in range(n):
+            fo[i] = np.float32(fa[i] != fb[i])
+    elif op == GT:
+        for i in range(n):
+            fo[i] = np.float32(fa[i] > fb[i])
+    elif op == GE:
+        for i in range(n):
+            fo[i] = np.float32(fa[i] >= fb[i])
+    elif op == LT:
+        for i in range(n):
+            fo[i] = np.float32(fa[i] < fb[i])
+    elif op == LE:
+        for i in range(n):
+            fo[i] = np.float32(fa[i] <= fb[i])
+    elif op == LAND:
+        for i in range(n):
+            fo[i] = np.float32((fa[i] != z) & (fb[i] != z))
+    elif op == LOR:
+        for i in range(n):
+            fo[i] = np.float32((fa[i] != z) | (fb[i] != z))
+    elif op == LXOR:
+        for i in range(n):
+            fo[i] = np.float32((fa[i] != z) ^ (fb[i] != z))
+    elif op == AVERAGE:
+        for i in range(n):
+            fo[i] = (fa[i] + fb[i]) * np.float32(0.5)
+    else:
         return False
     return True
 
@@ -61,31 +101,87 @@ def _min(x, y):
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _column(op, a, col, reverse, out):
-    """``a op col`` (or ``col op a``) where ``col`` is (P, 1) and ``a`` is (P, N)."""
+    """``a op col`` (or ``col op a``) where ``col`` is (P, 1) and ``a`` is (P, N), one explicit
+    loop per row (Numba's broadcasting array expressions are 4x slower); False for the
+    operators it does not cover."""
     P, N = a.shape
-    if not (op == ADD or op == SUB or op == MUL or op == MAX or op == MIN):
+    if reverse and op >= GT and op <= LE:   # c > a is a < c: swap the comparison instead
+        op = (LT, LE, GT, GE)[op - GT]
+        reverse = False
+    if not (op >= ADD and op <= MIN or op >= EQ and op <= LXOR):
         return False
     for p in range(P):
         c = col[p, 0] if col.shape[0] == P else col[0, 0]
-        if op == ADD:
-            for i in range(N):
-                out[p, i] = a[p, i] + c
-        elif op == SUB and reverse:
-            for i in range(N):
-                out[p, i] = c - a[p, i]
-        elif op == SUB:
-            for i in range(N):
-                out[p, i] = a[p, i] - c
-        elif op == MUL:
-            for i in range(N):
-                out[p, i] = a[p, i] * c
-        elif op == MAX:
-            for i in range(N):
-                out[p, i] = _max(a[p, i], c)
+        if op >= EQ:
+            _column_cmp(op, a[p], c, out[p], N)
         else:
-            for i in range(N):
-                out[p, i] = _min(a[p, i], c)
+            _column_arith(op, a[p], c, reverse, out[p], N)
     return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _column_arith(op, a, c, reverse, o, n):
+    if op == ADD:
+        for i in range(n):
+            o[i] = a[i] + c
+    elif op == SUB and reverse:
+        for i in range(n):
+            o[i] = c - a[i]
+    elif op == SUB:
+        for i in range(n):
+            o[i] = a[i] - c
+    elif op == MUL:
+        for i in range(n):
+            o[i] = a[i] * c
+    elif op == DIV and reverse:
+        for i in range(n):
+            o[i] = c / a[i]
+    elif op == DIV:
+        for i in range(n):
+            o[i] = a[i] / c
+    elif op == MAX:
+        for i in range(n):
+            o[i] = _max(a[i], c)
+    else:
+        for i in range(n):
+            o[i] = _min(a[i], c)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _column_cmp(op, a, c, o, n):
+    """Comparisons and logical operators against a scalar (symmetric ones need no reverse)."""
+    z = np.float32(0.0)
+    if op == EQ:
+        for i in range(n):
+            o[i] = np.float32(a[i] == c)
+    elif op == NE:
+        for i in range(n):
+            o[i] = np.float32(a[i] != c)
+    elif op == GT:
+        for i in range(n):
+            o[i] = np.float32(a[i] > c)
+    elif op == GE:
+        for i in range(n):
+            o[i] = np.float32(a[i] >= c)
+    elif op == LT:
+        for i in range(n):
+            o[i] = np.float32(a[i] < c)
+    elif op == LE:
+        for i in range(n):
+            o[i] = np.float32(a[i] <= c)
+    else:   # logical: reduce the scalar to a boolean once
+        cz = c != z
+        for i in range(n):
+            o[i] = np.float32(_logic(op, a[i] != z, cz))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _logic(op, x, y):
+    if op == LAND:
+        return x & y
+    if op == LOR:
+        return x | y
+    return x ^ y
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -96,6 +192,14 @@ def binary_col_f32(op, x, col, reverse):
         return out
     out[...] = binary_f32(op, col, x) if reverse else binary_f32(op, x, col)
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def binary_col_into_f32(op, x, col):
+    """``x = x op col`` in place, for a 2-D ``x`` the caller owns (a fresh load): no new
+    array and one pass over memory less than :func:`binary_col_f32`."""
+    if not _column(op, x, col, False, x):
+        x[...] = binary_f32(op, x, col)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
