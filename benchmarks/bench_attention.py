@@ -14,29 +14,17 @@ noisy estimate of what the code costs). Writes ``benchmarks/results/attention.js
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import subprocess
 import sys
 import textwrap
-import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-
-
-def best_of(fn, repeat: int) -> float:
-    fn()                                   # warm: compile / load from the program cache
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _record import best_of, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def inputs(B, H, S, d, dtype, seed=0):
@@ -171,14 +159,8 @@ def main() -> int:
         for label, c in row.items():
             print(f"compile {kernel:20s} {label:10s} first call {c['first_call_s']:6.2f} s "
                   f"(second {c['second_call_s']:.2f} s, import {c['import_s']:.2f} s)")
-    record = {"machine": platform.processor() or platform.machine(),
-              "python": platform.python_version(), "threads": 1, "repeat": args.repeat,
-              "load_average": os.getloadavg(), "rows": rows, "compile_b1_h2_s4096_d128": comp,
-              "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(record, f, indent=2)
-    print(f"wrote {args.json}")
+    write_record(args.json, threads=1, repeat=args.repeat, rows=rows,
+                 compile_b1_h2_s4096_d128=comp)
     return 0
 
 

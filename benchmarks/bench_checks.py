@@ -14,28 +14,17 @@ the error code and the time it took to find it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import sys
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from _record import best_of, write_record  # noqa: E402  (benchmarks/_record.py)
 
 SETTINGS = {"off": {}, "uninit": {"check_uninit": True}, "races": {"check_races": True},
             "all": {"check_uninit": True, "check_races": True}}
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def kernels(quick: bool):
@@ -62,7 +51,7 @@ def measure(fn, args, kwargs, options: dict, repeat: int) -> dict:
         return nki.jit(fn, cache=False, **options).specialize(*args, **kwargs)
 
     try:
-        t_spec = best_of(specialize, repeat)
+        t_spec = best_of(specialize, repeat, warm=False)
     except NkiError as e:
         t0 = time.perf_counter()
         try:
@@ -73,7 +62,7 @@ def measure(fn, args, kwargs, options: dict, repeat: int) -> dict:
                 "specialize_s": time.perf_counter() - t0}
     kernel = nki.jit(fn, **options)
     kernel(*args, **kwargs)          # compile (or load) once
-    t_run = best_of(lambda: kernel(*args, **kwargs), repeat)
+    t_run = best_of(lambda: kernel(*args, **kwargs), repeat, warm=False)
     return {"specialize_s": t_spec, "run_s": t_run}
 
 
@@ -108,7 +97,7 @@ def race_scan(fn, args, kwargs, repeat: int) -> tuple[float, int, int]:
             except NkiError:
                 found[0] += 1
 
-    return best_of(scan, repeat), len(loops), found[0]
+    return best_of(scan, repeat, warm=False), len(loops), found[0]
 
 
 def main() -> None:
@@ -118,8 +107,7 @@ def main() -> None:
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
                                                    "checks.json"))
     args = ap.parse_args()
-    record = {"machine": platform.processor() or platform.machine(),
-              "python": sys.version.split()[0], "results": []}
+    record = {"results": []}
     print(f"{'kernel':42s} {'checks':7s} {'specialize':>11s} {'ratio':>6s} {'run':>9s} "
           f"{'ratio':>6s}")
     for name, fn, inputs, kwargs in kernels(args.quick):
@@ -145,10 +133,7 @@ def main() -> None:
                                   "scan_over_specialize": t_scan / base["specialize_s"]})
         print(f"{name:42s} race scan of {n_loops} affine_range loops: {t_scan * 1e3:.1f} ms "
               f"= {t_scan / base['specialize_s']:.2f} x specialize(off); {n_races} loops race")
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(record, f, indent=2)
-    print(f"wrote {args.json}")
+    write_record(args.json, **record)
 
 
 if __name__ == "__main__":

@@ -9,28 +9,16 @@ Prints a table of time ratios (simulated kernel / torch fp32) and writes a JSON 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import subprocess
 import sys
 import textwrap
-import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-
-
-def best_of(fn, repeat: int = 5) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _record import best_of, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def cases(quick: bool):
@@ -124,13 +112,7 @@ def main() -> int:
     for label, c in comp.items():
         print(f"compile {label:12s} import {c['import_s']:.2f}s first call "
               f"{c['first_call_s']:.2f}s total {c['total_s']:.2f}s")
-    record = {"machine": platform.processor() or platform.machine(), "python":
-              platform.python_version(), "threads": 1, "rows": rows, "compile": comp,
-              "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(record, f, indent=2)
-    print(f"wrote {args.json}")
+    write_record(args.json, threads=1, rows=rows, compile=comp)
     return 0
 
 

@@ -15,11 +15,8 @@ compile time is excluded; times are the best of a few runs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
-import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -27,16 +24,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-
-
-def best_of(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from _record import best_of, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def _backward_only(forward, inputs, grad):
@@ -53,29 +41,28 @@ def _backward_only(forward, inputs, grad):
     return run
 
 
-def cases(quick: bool):
-    """(name, nki callable, torch callable, flops or None)."""
+class _Inputs:
+    """Seeded random inputs and their torch twins (fp32 for torch unless said)."""
+
+    def __init__(self):
+        import torch
+
+        self.torch = torch
+        self.rng = np.random.default_rng(0)
+
+    def rnd(self, *shape, dtype=np.float32, scale=1.0):
+        return (self.rng.standard_normal(shape) * scale).astype(dtype)
+
+    def tt(self, a):
+        a = np.asarray(a)
+        return self.torch.from_numpy(a if a.dtype == np.float32 else a.astype(np.float32))
+
+
+def _matmul_cases(inp, quick):
     import torch
-    import torch.nn.functional as F
-    from nki.kernels.linear import linear
-    from nki.kernels.losses import cross_entropy, cross_entropy_bwd
     from nki.kernels.matmul import batched_matmul, matmul
-    from nki.kernels.mlp import gelu, silu, swiglu_mlp
-    from nki.kernels.norms import layernorm_bwd, rmsnorm_bwd, rmsnorm_residual
-    from nki.kernels.rope import rope, rope_tables
-    from nki.kernels.softmax import log_softmax
-    from nki.kernels.transpose import transpose2d
 
-    rng = np.random.default_rng(0)
-
-    def rnd(*shape, dtype=np.float32, scale=1.0):
-        return (rng.standard_normal(shape) * scale).astype(dtype)
-
-    def tt(a):
-        return torch.from_numpy(np.asarray(a, dtype=np.float32)) if a.dtype != np.float32 \
-            else torch.from_numpy(a)
-
-    # ----- matmul family
+    rnd, tt = inp.rnd, inp.tt
     n = 1024 if quick else 2048
     a, b = rnd(n, n), rnd(n, n)
     ta, tb = tt(a), tt(b)
@@ -94,7 +81,14 @@ def cases(quick: bool):
     yield f"batched_matmul {B}x{s}^3 fp32", lambda: batched_matmul(ba, bb), \
         lambda: torch.bmm(tba, tbb), 2 * B * s ** 3
 
-    # ----- linear, MLP
+
+
+def _linear_mlp_cases(inp, quick):
+    import torch.nn.functional as F
+    from nki.kernels.linear import linear
+    from nki.kernels.mlp import gelu, silu, swiglu_mlp
+
+    rnd, tt = inp.rnd, inp.tt
     N, K, Dout = (1024, 1024, 2048) if quick else (2048, 1024, 4096)
     x, w, bias = rnd(N, K), rnd(Dout, K, scale=K ** -0.5), rnd(Dout)
     tx, tw, tbias = tt(x), tt(w), tt(bias)
@@ -113,7 +107,15 @@ def cases(quick: bool):
     yield "gelu 4096x1024 fp32", lambda: gelu(e), lambda: F.gelu(te), None
     yield "silu 4096x1024 fp32", lambda: silu(e), lambda: F.silu(te), None
 
-    # ----- softmax, norms
+
+
+def _row_cases(inp, quick):
+    import torch
+    import torch.nn.functional as F
+    from nki.kernels.norms import layernorm_bwd, rmsnorm_bwd, rmsnorm_residual
+    from nki.kernels.softmax import log_softmax
+
+    rnd, tt = inp.rnd, inp.tt
     x = rnd(4096, 1024, scale=4.0)
     tx = tt(x)
     yield "log_softmax 4096x1024 fp32", lambda: log_softmax(x), \
@@ -128,6 +130,16 @@ def cases(quick: bool):
     yield "rmsnorm_bwd 4096x1024 fp32", lambda: rmsnorm_bwd(dy, x, g), \
         _backward_only(lambda x, g: F.rms_norm(x, (1024,), g, 1e-6), (tx, tg), tdy), None
 
+
+
+def _rope_loss_transpose_cases(inp, quick):
+    import torch
+    import torch.nn.functional as F
+    from nki.kernels.losses import cross_entropy, cross_entropy_bwd
+    from nki.kernels.rope import rope, rope_tables
+    from nki.kernels.transpose import transpose2d
+
+    rnd, tt, rng = inp.rnd, inp.tt, inp.rng
     # ----- rope
     H, S, Dh = 32, 2048, 128
     q = rnd(H, S, Dh)
@@ -153,6 +165,14 @@ def cases(quick: bool):
     tx = tt(x)
     yield "transpose2d 4096x4096 fp32", lambda: transpose2d(x), lambda: tx.t().contiguous(), \
         None
+
+
+
+def cases(quick: bool):
+    """(name, nki callable, torch callable, flops or None), family by family."""
+    inp = _Inputs()
+    for family in (_matmul_cases, _linear_mlp_cases, _row_cases, _rope_loss_transpose_cases):
+        yield from family(inp, quick)
 
 
 def main() -> int:
@@ -181,15 +201,7 @@ def main() -> int:
         rows.append(row)
         print(f"{name:44s} {t_nki * 1e3:10.2f} {t_torch * 1e3:10.2f} {t_nki / t_torch:7.2f}",
               flush=True)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    record = {"machine": platform.processor() or platform.machine(),
-              "python": platform.python_version(), "torch": torch.__version__, "threads": 1,
-              "load_avg_1min": load, "quick": args.quick, "rows": rows,
-              "time": time.strftime("%Y-%m-%d %H:%M:%S")}
-    os.makedirs(os.path.dirname(args.json), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(record, f, indent=2)
-    print(f"wrote {args.json}")
+    write_record(args.json, torch=torch.__version__, threads=1, quick=args.quick, rows=rows)
     return 0
 
 

@@ -10,9 +10,7 @@ one thread) and writes a JSON record (default benchmarks/results/torch_device.js
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 
@@ -20,6 +18,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
+from _record import write_record  # noqa: E402  (benchmarks/_record.py)
 
 import nki.torch  # noqa: E402, F401  (the neuron device)
 
@@ -95,16 +94,8 @@ def main() -> int:
         rows.append({"op": name, "cpu_us": round(c, 2), "neuron_us": round(n, 2),
                      "overhead_us": round(n - c, 2)})
         print(f"{name:42s} {c:9.2f} {n:10.2f} {n - c:+9.2f}")
-    record = {
-        "benchmark": "torch_device", "time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "python": sys.version.split()[0], "torch": torch.__version__,
-        "machine": platform.machine(), "cpus": os.cpu_count(), "threads": 1,
-        "routing": "nki.torch.routing" in sys.modules, "rows": rows,
-    }
-    os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(record, f, indent=2)
-    print(f"wrote {args.json}")
+    write_record(args.json, benchmark="torch_device", torch=torch.__version__, threads=1,
+                 routing="nki.torch.routing" in sys.modules, rows=rows)
     return 0
 
 
