@@ -44,6 +44,21 @@ def _broadcast_rows(w, rows: int, dtype):
     return tile
 
 
+def _mean_rstd(tile, P: int, D: int, chunks: int, eps: float):
+    """Per-row ``[mean, var]`` (``bn_stats`` per <= 512-column chunk, ``bn_aggr``) and
+    ``1/sqrt(var + eps)`` of an SBUF tile [P, D]."""
+    stats = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
+    for c in range(chunks):
+        c0, c1 = c * BN_FMAX, min(D, (c + 1) * BN_FMAX)
+        nisa.bn_stats(dst=stats[:, 6 * c:6 * c + 6], data=tile[:, c0:c1])
+    mv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_aggr(dst=mv, data=stats)
+    rstd = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=rstd, data=mv[:, 1:2], op0=nl.add, operand0=float(eps),
+                       op1=nl.rsqrt, operand1=None)
+    return mv, rstd
+
+
 @nki.jit
 def layernorm(x, gamma, beta, eps=1e-5):
     """``(x - mean) / sqrt(var + eps) * gamma + beta`` over the last axis.
@@ -61,15 +76,7 @@ def layernorm(x, gamma, beta, eps=1e-5):
         P = p1 - p0
         tile = nl.ndarray((P, D), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=tile, src=x[p0:p1, :])
-        stats = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
-        for c in range(chunks):
-            c0, c1 = c * BN_FMAX, min(D, (c + 1) * BN_FMAX)
-            nisa.bn_stats(dst=stats[:, 6 * c:6 * c + 6], data=tile[:, c0:c1])
-        mv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.bn_aggr(dst=mv, data=stats)
-        rstd = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=rstd, data=mv[:, 1:2], op0=nl.add, operand0=float(eps),
-                           op1=nl.rsqrt, operand1=None)
+        mv, rstd = _mean_rstd(tile, P, D, chunks, eps)
         norm = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=norm, data=tile, op0=nl.subtract, operand0=mv[:, 0:1],
                            op1=nl.multiply, operand1=rstd)
@@ -225,15 +232,7 @@ def layernorm_bwd(dy, x, gamma, eps=1e-5):
         cat = nl.ndarray((P, 2 * D), dtype=nl.float32, buffer=nl.sbuf)   # [dy·x̂ | dy]
         dyt = cat[:, D:2 * D]
         nisa.dma_copy(dst=dyt, src=dy[p0:p1, :])
-        stats = nl.ndarray((P, 6 * chunks), dtype=nl.float32, buffer=nl.sbuf)
-        for c in range(chunks):
-            c0, c1 = c * BN_FMAX, min(D, (c + 1) * BN_FMAX)
-            nisa.bn_stats(dst=stats[:, 6 * c:6 * c + 6], data=xt[:, c0:c1])
-        mv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.bn_aggr(dst=mv, data=stats)
-        rstd = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=rstd, data=mv[:, 1:2], op0=nl.add, operand0=float(eps),
-                           op1=nl.rsqrt, operand1=None)
+        mv, rstd = _mean_rstd(xt, P, D, chunks, eps)
         xhat = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=xhat, data=xt, op0=nl.subtract, operand0=mv[:, 0:1],
                            op1=nl.multiply, operand1=rstd)

@@ -19,6 +19,20 @@ import nki.isa as nisa
 import nki.language as nl
 
 
+def _exp_rows(rows, P: int, F: int):
+    """Load ``rows`` [P, F]; return the tile, ``-max`` per row, ``exp(x - max)`` and its row
+    sums (the Scalar engine sums while it exponentiates)."""
+    tile = nl.ndarray((P, F), dtype=rows.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=rows)
+    neg_max = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=tile, axis=1, negate=True)
+    total = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+    expx = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=expx, op=nl.exp, data=tile, bias=neg_max, reduce_op=nl.add,
+                    reduce_res=total, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    return tile, neg_max, expx, total
+
+
 @nki.jit
 def softmax_rows(x):
     """Numerically stable softmax over the last axis of a 2-D tensor.
@@ -31,14 +45,7 @@ def softmax_rows(x):
     for t in nl.affine_range((N + 127) // 128):
         p0, p1 = t * 128, min(N, t * 128 + 128)
         P = p1 - p0
-        tile = nl.ndarray((P, F), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=tile, src=x[p0:p1, :])
-        neg_max = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=tile, axis=1, negate=True)
-        total = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        expx = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=expx, op=nl.exp, data=tile, bias=neg_max, reduce_op=nl.add,
-                        reduce_res=total, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        tile, neg_max, expx, total = _exp_rows(x[p0:p1, :], P, F)
         inv = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.reciprocal(dst=inv, data=total)
         res = nl.ndarray((P, F), dtype=x.dtype, buffer=nl.sbuf)
@@ -59,14 +66,7 @@ def log_softmax(x):
     for t in nl.affine_range((N + 127) // 128):
         p0, p1 = t * 128, min(N, t * 128 + 128)
         P = p1 - p0
-        tile = nl.ndarray((P, F), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=tile, src=x[p0:p1, :])
-        neg_max = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=tile, axis=1, negate=True)
-        total = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        expx = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=expx, op=nl.exp, data=tile, bias=neg_max, reduce_op=nl.add,
-                        reduce_res=total, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        tile, neg_max, expx, total = _exp_rows(x[p0:p1, :], P, F)
         log_total = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(dst=log_total, op=nl.log, data=total)
         shift = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)      # -max - log(sum)
