@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import threading
 import warnings
@@ -112,12 +113,15 @@ class Kernel:
     def settings(self, **overrides) -> Settings:
         return from_environment().with_overrides(**{**self.options, **overrides})
 
+    @functools.cached_property
+    def _signature(self) -> inspect.Signature:
+        """The kernel function's signature (computed once: every call binds against it)."""
+        return inspect.signature(self.fn)
+
     def _positional(self, args, kwargs) -> tuple[tuple, dict]:
         """Arguments with every parameter that can be positional made positional (defaults
         filled in), so tensors passed by keyword are kernel tensors like positional ones."""
-        import inspect
-
-        sig = inspect.signature(self.fn)
+        sig = self._signature
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as e:
@@ -132,9 +136,7 @@ class Kernel:
         return bound.args, bound.kwargs
 
     def _tensor_args(self, args) -> dict[int, TensorArg]:
-        import inspect
-
-        names = list(inspect.signature(self.fn).parameters)
+        names = list(self._signature.parameters)
         out = {}
         for i, a in enumerate(args):
             if isinstance(a, np.ndarray) or is_torch_tensor(a):
