@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from nki.errors import NkiUnsupportedError, fail
 from nki.ir.nodes import Instr
 from nki.ir.ops import Alu, Opcode
 from nki.ir.types import Memory
@@ -421,21 +420,46 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id, replica
                                                            num_channels: int = 1,
                                                            name: str = ""):
     """A register holding the rank whose data this rank holds after ``iteration_id`` ring
-    steps: itself at 0, then its predecessors (``list[(i - k) % n]``). ``iteration_id``
-    must be a trace-time int (a Python/affine loop index).
+    steps: itself at 0, then its predecessors (``list[(i - k) % n]``). ``iteration_id`` is a
+    Python int, or a register (a ``nl.fori_loop`` counter, ``nisa.register_alloc``) whose
+    value is used at run time.
 
     Example:
         >>> r = ncc.collective_permute_implicit_current_processing_rank_id(k, rg)
         ... # doctest: +SKIP
     """
-    from nki.lang.control import register_alloc
+    from nki.lang.control import RegExpr, VirtualRegister, register_alloc
 
     api = "nki.collectives.collective_permute_implicit_current_processing_rank_id"
     call = Call(api)
-    if isinstance(iteration_id, bool) or not isinstance(iteration_id, int):
-        raise fail("nki_not_implemented", f"{api}: iteration_id={iteration_id!r} must be a "
-                   "Python int (a register iteration is not simulated)", call.loc,
-                   NkiUnsupportedError)
     group = _my_group(call, replica_group)
     me = group.index(call.trace.core)
+    if isinstance(iteration_id, VirtualRegister):
+        return _rank_at_run_time(iteration_id, group, me)
+    if isinstance(iteration_id, RegExpr) or isinstance(iteration_id, bool) or \
+            not isinstance(iteration_id, int):
+        raise call.error("nki_invalid_argument", f"{api}: iteration_id={iteration_id!r} must "
+                         "be a Python int or a VirtualRegister (compute an expression of a "
+                         "register into a register first)")
     return register_alloc(group[(me - iteration_id) % len(group)])
+
+
+def _rank_at_run_time(iteration, group: tuple[int, ...], me: int):
+    """``group[(me - iteration) % n]`` for a register ``iteration``, on the machine: store
+    the register, reduce it mod n on the Vector engine, and load the rank from a table
+    ``table[k] = group[(me - k) % n]`` at that (register) offset. Plain instructions, so it
+    runs inside runtime loops like any other."""
+    from nki.ir.types import INT32
+    from nki.lang.control import register_alloc, register_store
+    from nki.lang.creation import ndarray
+    from nki.lang.iterators import ds
+    from nki.lang.vector import memset, tensor_scalar
+
+    n = len(group)
+    step = ndarray((1, 1), INT32, buffer=Memory.SBUF, name="ring_step")
+    register_store(step, iteration)
+    tensor_scalar(dst=step, data=step, op0=Alu.mod, operand0=n)   # floor mod: never negative
+    table = ndarray((1, n), INT32, buffer=Memory.SBUF, name="ring_ranks")
+    for k in range(n):
+        memset(dst=table[0:1, k:k + 1], value=group[(me - k) % n])
+    return register_alloc(table[0:1, ds(register_alloc(step), 1)])

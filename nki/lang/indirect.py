@@ -13,7 +13,7 @@ index values keep a row inside the tensor, and the runtime checks each row again
 from __future__ import annotations
 
 from nki.ir.nodes import Instr
-from nki.ir.ops import Alu, OobMode, Opcode
+from nki.ir.ops import Alu, Engine, OobMode, Opcode
 from nki.ir.types import Memory
 from nki.lang import dma as _dma
 from nki.lang.common import Call, acc
@@ -354,62 +354,76 @@ def _valid_indices(call: Call, per_group: int, value) -> int:
 
 # ----- trn3 tensor indirection (TI): t.indirect(index, num_elem) ----------------------------
 _TI_INDEX_DTYPES = ("uint16", "uint32")
+TI_GROUP_TENSOR_ENGINE = 32     # spec: G = 32 for the Tensor engine ...
+TI_GROUP_OTHER = 16             # ... and 16 for the Vector/Scalar/GpSimd engines (and DMA)
+
+
+def ti_group(instr: Instr) -> int:
+    """The snake group size G of a TI view consumed by ``instr`` (spec, ``NkiTensor.indirect``:
+    16 for vector/scalar/gpsimd engines, 32 for the tensor engine). It depends only on the
+    engine the consuming instruction runs on: ``nc_matmul``/``nc_matmul_mx`` and a Tensor
+    engine ``nc_transpose`` use 32; every other instruction (DMA included, which the spec
+    does not name) uses 16.
+
+    Example:
+        >>> ti_group(matmul_instr)                                     # doctest: +SKIP
+        32
+    """
+    if instr.opcode in (Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX) or (
+            instr.opcode is Opcode.NC_TRANSPOSE and instr.attr("engine") is Engine.tensor):
+        return TI_GROUP_TENSOR_ENGINE
+    return TI_GROUP_OTHER
 
 
 class TensorIndirection:
     """What ``t.indirect(index, num_elem)`` attaches to a view: the offsets and their count.
 
-    A TI view is consumed by the compute instruction it is passed to. The simulator runs it
-    as a gather into a hidden SBUF tile right before that instruction (``materialize``), so
-    every compute rule accepts it unchanged.
+    The consuming instruction sees a hidden tile ``(P, num_elem)`` in the base's memory
+    (``materialize``). Through :meth:`Trace.on_first_use`, the first instruction that uses
+    it decides the group size (:func:`ti_group`) and gets a gather of the indirect columns
+    into the tile before it when it reads the view, and a scatter of the tile back into the
+    columns after it when it writes the view, so every rule accepts a TI view unchanged as
+    a source or a destination. A later use of the same view gets a fresh tile (data read at
+    that point). Offsets outside a partition's flattened free elements fault at run time;
+    of repeated offsets in a destination the last column wins. A matmul into a TI
+    destination adds to the indirect columns only with ``accumulate=True``
+    (``accumulate=None`` sees the hidden tile, never written by a matmul, and overwrites).
     """
 
-    __slots__ = ("base", "index", "num_elem", "loc", "_cache")
+    __slots__ = ("base", "index", "num_elem", "loc", "_pending")
 
     def __init__(self, base: NkiTensor, index: NkiTensor, num_elem: int, loc):
         self.base, self.index, self.num_elem, self.loc = base, index, num_elem, loc
-        self._cache = None
+        self._pending = None
 
     def materialize(self, view: NkiTensor):
-        """The Access the consuming instruction reads: a fresh tile holding the gather."""
-        api, as_dst = _consumer(view)
-        call = Call(api)
-        if as_dst:
-            from nki.errors import NkiUnsupportedError, fail
+        """The Access the consuming instruction sees: the hidden tile bound to this view."""
+        from nki.lang.creation import ndarray
+        from nki.lang.tracer import current
 
-            raise fail("nki_not_implemented", f"{api}: a tensor-indirection view as the "
-                       "destination (a scatter) is not simulated; write a tile and scatter "
-                       "it with an indirect nisa.dma_copy", call.loc, NkiUnsupportedError)
-        block = call.trace._stack[-1]
-        key = (id(block), len(block), api)
-        if self._cache is not None and self._cache[0] == key:
-            return self._cache[1]    # the same rule asked twice: one gather is enough
-        group = 32 if api.startswith("nisa.nc_matmul") else _GROUP
-        out = _ti_gather(call, self, group)
-        self._cache = ((id(block), len(block), api), out)   # length after the gather
-        return out
+        if self._pending is None:    # one tile per consuming instruction, however often asked
+            base = self.base
+            tmp = ndarray((base.shape[0], self.num_elem), base.dtype, buffer=base.buffer,
+                          name=f"{base.name}_indirect")
+            self._pending = tmp.access()
+            current().on_first_use(tmp.decl.id, lambda ins: self._around(ins, tmp))
+        return self._pending
 
-
-def _consumer(view: NkiTensor) -> tuple[str, bool]:
-    """(``nisa.<api>``, passed as its ``dst``?) of the public API the view was handed to:
-    the outermost nki frame below the user's code. The group size depends on the engine."""
-    import os
-    import sys
-
-    from nki.lang.tracer import _NKI_DIR
-
-    frame, api = sys._getframe(2), None
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-            _NKI_DIR + os.sep):
-        api = frame
-        frame = frame.f_back
-    if api is None:
-        return "tensor indirection", False
-    loc = api.f_locals
-    dsts = loc.get("dsts", ())
-    as_dst = loc.get("dst") is view or any(t is view for t in
-                                          (dsts if isinstance(dsts, (list, tuple)) else ()))
-    return f"nisa.{api.f_code.co_name}", as_dst
+    def _around(self, instr: Instr, tmp: NkiTensor):
+        """Gather before ``instr`` if it reads the tile; return the scatter if it writes it."""
+        self._pending = None
+        group = ti_group(instr)
+        _check_ti_groups(instr, self, group)
+        tid = tmp.decl.id
+        writes = any(a.tensor == tid for _, a in instr.writes)
+        # a matmul adding into its PSUM dst reads it although dst is not among its reads
+        adds = instr.opcode in (Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX) and \
+            bool(instr.attr("accumulate"))
+        if any(a.tensor == tid for _, a in instr.reads) or (writes and adds):
+            _ti_move(instr, self, tmp, group, scatter=False)
+        if writes:
+            return lambda: _ti_move(instr, self, tmp, group, scatter=True)
+        return None
 
 
 def tensor_indirect(t: NkiTensor, index, num_elem=None) -> NkiTensor:
@@ -418,10 +432,17 @@ def tensor_indirect(t: NkiTensor, index, num_elem=None) -> NkiTensor:
     if call.trace.target.nc_version < 4:
         raise call.error("nki_unsupported_on_target", "tensor indirection needs NeuronCore-v4 "
                          f"(trn3); the target is {call.trace.target.name}")
-    if not t.on_chip or t.is_indirect() or not isinstance(t._off, int):
+    if not t.on_chip:
+        # the offsets are per group of partitions (spec); HBM has none: rows of an HBM
+        # tensor are picked with a vector_offset access pattern instead
+        raise call.error("nki_invalid_view", f"tensor indirection reads free-dim offsets per "
+                         f"group of partitions, so it needs an SBUF/PSUM view; {t.name!r} is "
+                         f"in {t.buffer.value}: pick HBM rows with "
+                         ".ap(..., vector_offset=idx, indirect_dim=0) in nisa.dma_copy")
+    if t.is_indirect() or not isinstance(t._off, int):
         raise call.error("nki_invalid_view", f"tensor indirection needs a plain SBUF/PSUM view; "
-                         f"{t.name!r} is in {t.buffer.value}" +
-                         (" and already indirect" if t.is_indirect() else ""))
+                         f"{t.name!r} is " + ("already indirect" if t.is_indirect() else
+                                             "moved by a register"))
     idx = call.tile(index, "index", (Memory.SBUF,))
     if idx.dtype.name not in _TI_INDEX_DTYPES:
         raise call.error("nki_dtype_mismatch", f"index must be uint16 or uint32 free-dim "
@@ -435,25 +456,34 @@ def tensor_indirect(t: NkiTensor, index, num_elem=None) -> NkiTensor:
                      ind=TensorIndirection(t, idx, n, call.loc))
 
 
-def _ti_gather(call: Call, ti: TensorIndirection, group: int):
-    """Emit ``tmp[p, i] = base[p].flatten()[index[g*G + i % G, i // G]]`` (g = p's group)."""
-    from nki.lang.creation import ndarray
-
+def _check_ti_groups(instr: Instr, ti: TensorIndirection, group: int) -> None:
+    """The view and its index span whole groups; each group's index holds num_elem offsets."""
+    api = instr.opcode.name.lower()
     base, idx = ti.base, ti.index
     rows = base.shape[0]
     for role, t in (("the indirect tensor", base), ("index", idx)):
         if rows % group or _start_partition(t) % group:
-            raise call.error("nki_shape_mismatch", f"{call.api}: tensor indirection reads "
-                             f"offsets per group of {group} partitions; {role} must start at "
-                             f"and span a multiple of {group} partitions (starts at "
-                             f"{_start_partition(t)}, {rows} partitions)")
+            raise validation("nki_shape_mismatch", f"{api}: tensor indirection reads offsets "
+                             f"per group of {group} partitions; {role} must start at and span "
+                             f"a multiple of {group} partitions (starts at "
+                             f"{_start_partition(t)}, {rows} partitions)", instr.loc)
     per_group = group * (idx.size // rows)
     if ti.num_elem > per_group:
-        raise call.error("nki_shape_mismatch", f"num_elem={ti.num_elem} offsets, but each "
-                         f"group of {group} partitions of index {idx.shape} holds {per_group} "
-                         f"(offset i is index[i % {group}, i // {group}])")
-    out = ndarray((rows, ti.num_elem), base.dtype, buffer=Memory.SBUF)
-    ins = Instr(Opcode.TENSOR_GATHER, (("dst", acc(out)),),
-                (("data", acc(base)), ("index", acc(idx))), (("group", group),), call.loc)
-    call.trace.emit(ins, api=call.api)
-    return out.access()
+        raise validation("nki_shape_mismatch", f"{api}: num_elem={ti.num_elem} offsets, but "
+                         f"each group of {group} partitions of index {idx.shape} holds "
+                         f"{per_group} (offset i is index[i % {group}, i // {group}])",
+                         instr.loc)
+
+
+def _ti_move(instr: Instr, ti: TensorIndirection, tmp: NkiTensor, group: int,
+             scatter: bool) -> None:
+    """Emit the gather ``tmp[p, i] = base[p].flatten()[off(g, i)]`` or its scatter (the
+    reverse), ``off(g, i) = index[s_g + i % G, i // G]`` for the group of ``p``."""
+    from nki.lang.tracer import current
+
+    data, moved = ti.base.access(), tmp.access()
+    dst, src = (data, moved) if scatter else (moved, data)
+    ins = Instr(Opcode.TENSOR_GATHER, (("dst", dst),),
+                (("data", src), ("index", ti.index.access())),
+                (("group", group), ("scatter", scatter)), instr.loc)
+    current().emit(ins, api=f"{instr.opcode.name.lower()} (tensor indirection)")

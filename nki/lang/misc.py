@@ -191,28 +191,73 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=""):
     return call.trace.emit(ins, api=call.api)
 
 
-def topk(val_dst, idx_dst, src, n, name=""):
-    """The K largest values of ``src[p, :n]`` (K = val_dst's free size), descending, and
-    their indices (first occurrence first). The hardware's bf16 "snake" input layout is not
-    modelled: ``src`` is read in row order.
+_TOPK_GROUP = 16                 # partitions per GpSimd core: one top-k problem each
+_TOPK_N = (8, 65535)             # spec: 8 <= n < 65536
+_TOPK_K_MAX = 32767              # spec: 1 <= K < 32768
+
+
+def _topk_group_start(t: NkiTensor) -> int:
+    """The physical first partition of an SBUF view (``address=`` tiles may start late)."""
+    addr = t.decl.address
+    return t._part + (int(addr[0]) if addr else 0)
+
+
+def _topk_views(call: Call, val_dst, idx_dst, src) -> tuple[NkiTensor, NkiTensor, NkiTensor]:
+    """SBUF bf16 src/val_dst and uint32 idx_dst over the same whole groups of 16 partitions."""
+    v, i, s = (call.tile(t, r, _SBUF) for t, r in ((val_dst, "val_dst"), (idx_dst, "idx_dst"),
+                                                    (src, "src")))
+    for t, role, want in ((s, "src", "bfloat16"), (v, "val_dst", "bfloat16"),
+                          (i, "idx_dst", "uint32")):
+        if t.dtype.name != want:
+            raise call.error("nki_dtype_mismatch", f"{role} must be {want}, got "
+                             f"{t.dtype.name}")
+        if t.shape[0] != s.shape[0]:
+            raise call.error("err_num_partition_mismatch", f"{role} has {t.shape[0]} "
+                             f"partitions but src has {s.shape[0]}")
+        # one top-k per GpSimd core, each wired to partitions [16c, 16c + 16)
+        if s.shape[0] % _TOPK_GROUP or _topk_group_start(t) % _TOPK_GROUP:
+            raise call.error("nki_shape_mismatch", f"{role} must cover whole groups of "
+                             f"{_TOPK_GROUP} partitions (start and size multiples of "
+                             f"{_TOPK_GROUP}); it starts at partition "
+                             f"{_topk_group_start(t)} with {t.shape[0]}")
+    return v, i, s
+
+
+def topk(val_dst, idx_dst, src, n, sorted=False, name=""):  # noqa: A002 - NKI's name
+    """Top-K of each group of 16 partitions of ``src`` read as a bf16 *snake* (spec §4;
+    AWS docs ≥ 2.33): snake position ``s`` of a group starting at partition ``g`` is
+    ``src[g + s % 16, s // 16]`` (free dims flattened), and positions ``0..n-1`` are
+    active. K is ``val_dst``'s free size. Result ``j`` of a group goes to the same snake
+    place of the outputs: ``val_dst[g + j % 16, j // 16]`` gets the value (bits copied)
+    and ``idx_dst[...]`` its snake position; every other output element is left as it was
+    (the first ``ceil(K / 16)`` columns hold the results). Results are in ascending value
+    order (the order AWS's docs state; hardware may differ and ``sorted=False`` promises
+    none); among equal values the lower snake positions are selected, NaN is smallest.
+
+    Args:
+        val_dst: bf16 SBUF tile [P, K]. idx_dst: uint32 SBUF tile [P, K].
+        src: bf16 SBUF tile with at least ``ceil(n / 16)`` elements per partition.
+        n: active snake elements per group, ``8 <= n < 65536``, ``K <= n``.
 
     Example:
         >>> nisa.topk(val_dst=vals, idx_dst=idx, src=scores, n=512)  # doctest: +SKIP
     """
     call = Call("nisa.topk")
-    v, i, s = (call.tile(t, r, _SBUF) for t, r in ((val_dst, "val_dst"), (idx_dst, "idx_dst"),
-                                                    (src, "src")))
+    v, i, s = _topk_views(call, val_dst, idx_dst, src)
     call.same_elements(v, i, "val_dst", "idx_dst")
-    call.same_partitions(v, s, "val_dst", "src")
     k, width = v.size // v.shape[0], s.size // s.shape[0]
-    if not 0 < k <= int(n) <= width:
-        raise call.error("nki_shape_mismatch", f"need 0 < K ({k}) <= n ({n}) <= src's "
-                         f"{width} elements per partition")
-    if not i.dtype.is_int:
-        raise call.error("nki_dtype_mismatch", f"idx_dst must be an integer tile, got "
-                         f"{i.dtype.name}")
+    if isinstance(n, bool) or not isinstance(n, int) or not _TOPK_N[0] <= n <= _TOPK_N[1]:
+        raise call.error("nki_invalid_argument", f"n={n!r} must be an int in "
+                         f"{_TOPK_N[0]}..{_TOPK_N[1]}")
+    if -(-n // _TOPK_GROUP) > width:
+        raise call.error("nki_shape_mismatch", f"n={n} snake elements need ceil(n / 16) = "
+                         f"{-(-n // _TOPK_GROUP)} elements per partition of src, which has "
+                         f"{width}")
+    if not 1 <= k <= min(n, _TOPK_K_MAX):
+        raise call.error("nki_shape_mismatch", f"K = val_dst's {k} elements per partition "
+                         f"must be in 1..min(n, {_TOPK_K_MAX}) (n={n})")
     ins = Instr(Opcode.TOPK, (("val_dst", acc(v)), ("idx_dst", acc(i))), (("src", acc(s)),),
-                (("n", int(n)),), call.loc, name)
+                (("n", n), ("sorted", bool(sorted))), call.loc, name)
     return call.trace.emit(ins, api=call.api)
 
 

@@ -1,8 +1,10 @@
 """Random-number rules: ``nisa.rng``, ``rand2``, ``set_rng_seed``, ``rand_set_state``,
-``rand_get_state`` and ``nl.rand`` / ``nl.random_seed`` (spec §3.2, §4.1).
+``rand_get_state`` and ``nl.rand`` / ``nl.random_seed`` (spec §3.2, §4.1), and the
+instruction of ``nisa.dropout`` / ``nl.dropout`` (its rule is in ``nki/lang/select.py``).
 
 One opcode (``RNG``) with a ``kind``; the generator (XORWOW per engine and lane, seeded per
-core) is documented in ``nki/sim/emit/rng.py``.
+core) is documented in ``nki/sim/emit/rng.py``. Dropout draws from the Vector engine's
+stream, so seeding and state calls make its masks reproducible.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from nki.ir.types import FLOAT32, Memory
 from nki.lang.common import Call, acc
 from nki.lang.tensor import NkiTensor
 
-RNG, RAND2, SET_SEED, SET_STATE, GET_STATE = range(5)
+RNG, RAND2, SET_SEED, SET_STATE, GET_STATE, DROPOUT = range(6)
 STATE_WORDS = 6
 _ENGINES = (Engine.vector, Engine.gpsimd, Engine.unknown)
 
@@ -46,6 +48,21 @@ def rng(dst, engine=Engine.vector, name=""):
         raise call.error("nki_dtype_mismatch", f"dst receives raw bits: it must be an integer "
                          f"or 32-bit tile, got {d.dtype.name}")
     return _emit(call, RNG, [("dst", acc(d))], [], d.shape[0], _engine(call, engine),
+                 name=name)
+
+
+def emit_dropout(call: Call, d: NkiTensor, reads: list, prob: float | None,
+                 name: str = "") -> Instr:
+    """Emit ``nisa.dropout`` once its rule passed: ``reads`` holds ``("data", ...)`` and,
+    for a [P, 1] probability tile, ``("prob", ...)``; ``prob`` is the scalar otherwise.
+    Element ``j`` of partition ``p`` takes lane ``p``'s next Vector-engine draw (row-major
+    order) and is dropped when ``(bits >> 8) * 2**-24 < prob``, the uniform ``nl.rand``
+    would return for the same draw.
+
+    Example:
+        >>> emit_dropout(call, d, [("data", acc(x))], 0.1)              # doctest: +SKIP
+    """
+    return _emit(call, DROPOUT, [("dst", acc(d))], reads, d.shape[0], Engine.vector, prob,
                  name=name)
 
 

@@ -328,8 +328,9 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
 def dropout(dst, data, prob, name=""):
     """Zero each element of ``data`` with probability ``prob`` (a number or a [P, 1] tile);
     kept elements are copied bit-exactly (no rescaling). ``dst.dtype`` must equal
-    ``data.dtype``. Random bits come from a counter-based hash of the VectorE RNG state (which
-    advances every call), the partition and the element index: deterministic per run.
+    ``data.dtype``. The random bits are the Vector engine's XORWOW draws, the generator of
+    ``nisa.rng`` / ``nl.rand``, so ``set_rng_seed`` / ``nl.random_seed`` /
+    ``rand_set_state`` make masks reproducible (which bits decide: ``nki/sim/emit/rng.py``).
 
     Example:
         >>> nisa.dropout(dst=y, data=x, prob=0.1)  # doctest: +SKIP
@@ -347,8 +348,9 @@ def dropout(dst, data, prob, name=""):
             raise call.error("nki_dtype_mismatch", f"prob must be a float tile (float32 for "
                              f"integer data), got {pr.dtype.name}")
         reads.append(("prob", acc(pr)))
-    attrs = (("prob", None if isinstance(pr, NkiTensor) else pr),)
-    return _emit(call, Opcode.DROPOUT, (("dst", acc(d)),), reads, attrs, name)
+    from nki.lang.rng import emit_dropout
+
+    return emit_dropout(call, d, reads, None if isinstance(pr, NkiTensor) else float(pr), name)
 
 
 # ----- cross-partition shuffle -------------------------------------------------------------

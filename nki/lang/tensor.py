@@ -282,13 +282,16 @@ class NkiTensor:
         """trn3 tensor indirection (TI): a ``(P, num_elem)`` view whose column ``i`` reads,
         in every partition of a group of G partitions starting at ``s``, the flattened free
         element ``index[s + i % G, i // G]`` of this view (G = 16; 32 when the view feeds
-        ``nc_matmul``). ``num_elem`` defaults to ``index.size``. A TI view is an input of a
-        compute instruction; the simulator gathers it into a hidden tile first
-        (``nki/lang/indirect.py``). As a destination (scatter) it is not simulated.
+        ``nc_matmul`` or a Tensor-engine ``nc_transpose``). ``num_elem`` defaults to
+        ``index.size``. A TI view is a source (gather) or a destination (scatter: column
+        ``i`` is written to that element) of an ``nisa`` instruction, including
+        ``dma_copy`` to SBUF; the simulator gathers into / scatters out of a hidden tile
+        around the instruction (``nki/lang/indirect.py``).
 
         Example:
             >>> g = data.indirect(idx, num_elem=64)                     # doctest: +SKIP
             >>> nisa.tensor_copy(dst=out, src=g)                       # doctest: +SKIP
+            >>> nisa.tensor_copy(dst=data.indirect(idx, 64), src=out)  # doctest: +SKIP
         """
         from nki.lang.indirect import tensor_indirect
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -29,6 +30,10 @@ from nki.ir.types import FLOAT32, DType, Memory
 # dtypes NKI_PRECISE_FP=0 keeps in fp32 storage inside the kernel (AWS: "=0 uses fp32")
 LOW_PRECISION_FLOATS = frozenset((irt.BFLOAT16, irt.FLOAT16, irt.FLOAT8_E4M3, irt.FLOAT8_E5M2,
                                   irt.FLOAT8_E4M3FN))
+
+# what a view registers with Trace.on_first_use: runs before the consuming instruction,
+# returns what runs after it (or None)
+UseHook = Callable[[Instr], Callable[[], None] | None]
 
 _CURRENT: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("nki_trace", default=None)
 
@@ -84,6 +89,7 @@ class Trace:
         self.warnings: list[str] = []
         self.num_registers = 0                 # virtual registers allocated so far
         self.open_while: list[tuple] = []      # 'while reg:' loops being traced
+        self._use_hooks: dict[int, UseHook] = {}
         self._token: contextvars.Token | None = None
 
     # ----- context -------------------------------------------------------------------------
@@ -210,8 +216,32 @@ class Trace:
         self.uninit_reads.setdefault(acc.tensor, loc)
 
     # ----- statements ----------------------------------------------------------------------
+    def on_first_use(self, tid: int, hook: UseHook) -> None:
+        """Run ``hook`` around the first instruction emitted that reads or writes tensor
+        ``tid``: the post-emit hook through which a view contributes extra reads and writes.
+
+        A view that is not a strided window (trn3 tensor indirection) hands its consumer a
+        hidden tensor ``tid`` and registers a hook. ``hook(instr)`` runs before ``instr`` is
+        recorded, so what it emits comes first (a gather into ``tid`` when ``instr`` reads
+        it); it may return a callable that runs right after ``instr`` (a scatter out of
+        ``tid`` when ``instr`` writes it). The hook is removed before it runs, so its own
+        instructions may use ``tid`` freely; errors it raises carry ``instr.loc``.
+
+        Example:
+            >>> trace.on_first_use(tmp.id, lambda ins: scatter_back)  # doctest: +SKIP
+        """
+        self._use_hooks[tid] = hook
+
+    def _run_use_hooks(self, instr: Instr) -> list[Callable[[], None]]:
+        """Pop and run the hooks of the tensors ``instr`` touches; their post parts."""
+        hooks = [self._use_hooks.pop(a.tensor) for _, a, _ in instr.accesses()
+                 if a.tensor in self._use_hooks]
+        return [post for post in (hook(instr) for hook in hooks) if post is not None]
+
     def emit(self, instr: Instr, *, by_matmul: bool = False, api: str = "") -> Instr:
-        """Append an instruction after its rule passed; updates write tracking."""
+        """Append an instruction after its rule passed; updates write tracking. Hooks a
+        view registered with :meth:`on_first_use` run around it."""
+        post = self._run_use_hooks(instr) if self._use_hooks else ()
         if self.widened:
             name = api or instr.opcode.name.lower()
             instr = instr.map_accesses(lambda a: self._storage_access(a, name, instr.loc))
@@ -226,6 +256,8 @@ class Trace:
         for role, acc in instr.writes:
             self.record_write(acc, by_matmul=by_matmul, dynamic=role in indirect)
         self._stack[-1].append(instr)
+        for after in post:
+            after()
         return instr
 
     def append(self, stmt: Stmt) -> None:

@@ -397,6 +397,58 @@ def test_permute_implicit_ring_of_one_keeps_own_data(backend):
     np.testing.assert_array_equal(who[:, 0], [0, 1])
 
 
+def _ring_ids_at_run_time(rg, steps=5):
+    """Per core: the processing rank of every iteration of a runtime loop (iteration_id a
+    register), the row of x that rank id selects (the documented use: a dynamic offset),
+    and the rank for a register holding 7."""
+    def k(x):
+        me = ncc.rank_id()
+        who = nl.ndarray((1, steps + 1), dtype=nl.int32, buffer=nl.sbuf)
+        w = x.shape[1]
+        rows = nl.ndarray((1, steps * w), dtype=x.dtype, buffer=nl.sbuf)
+
+        def body(i):
+            r = ncc.collective_permute_implicit_current_processing_rank_id(i, rg)
+            nisa.register_store(who[0:1, nl.ds(i, 1)], r)
+            nisa.dma_copy(dst=rows[0:1, nl.ds(i * w, w)], src=x[nl.ds(r, 1), :])
+
+        nl.fori_loop(0, steps, body)
+        seven = nisa.register_alloc(7)
+        r7 = ncc.collective_permute_implicit_current_processing_rank_id(seven, rg)
+        nisa.register_store(who[0:1, steps:steps + 1], r7)
+        out = nl.ndarray((2, steps + 1), dtype=nl.int32, buffer=nl.shared_hbm)
+        got = nl.ndarray((2, 1, steps * w), dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out[me:me + 1, :], src=who)
+        nisa.dma_copy(dst=got[me], src=rows)
+        return out, got
+
+    return k
+
+
+@pytest.mark.parametrize("lists", [[[0, 1]], [[1, 0]], [[0], [1]]])
+def test_processing_rank_id_with_a_register_iteration(backend, lists):
+    x = np.arange(2 * 3, dtype=np.float32).reshape(2, 3)
+    who, got = _jit(_ring_ids_at_run_time(ncc.ReplicaGroup(lists)), backend=backend)[2](x)
+    for core in range(2):
+        group = next(g for g in lists if core in g)
+        me = group.index(core)
+        want = [group[(me - k) % len(group)] for k in list(range(5)) + [7]]
+        np.testing.assert_array_equal(who[core], want)
+        np.testing.assert_array_equal(got[core, 0], x[want[:5]].reshape(-1))
+
+
+def test_processing_rank_id_rejects_a_register_expression():
+    def k(x):
+        def body(i):
+            ncc.collective_permute_implicit_current_processing_rank_id(i + 1, RG)
+        nl.fori_loop(0, 2, body)
+        return x
+
+    with pytest.raises(NkiValidationError, match=_err("nki_invalid_argument", "iteration_id",
+                                                      "into a register first")):
+        _jit(k, backend="python")[2](np.ones((2, 2), np.float32))
+
+
 @pytest.mark.parametrize("op,fn", [(nl.add, np.add), (nl.maximum, np.maximum)])
 def test_permute_implicit_reduce_sends_the_reduction(backend, op, fn):
     import ml_dtypes

@@ -1,10 +1,11 @@
 """activate2, exponential, tensor_scalar_cumulative, sequence_bounds, nonzero_with_count,
-topk, nl.device_print (captured stdout), nl.no_reorder, kernel.with_schedule and
+topk (bf16 snake layout), nl.device_print (captured stdout), nl.no_reorder, kernel.with_schedule and
 NkiInstruction.depends_on; both backends against numpy, rule errors with code and
 file:line."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -13,11 +14,7 @@ import nki.isa as nisa
 import nki.language as nl
 from nki.errors import NkiValidationError
 from nki.ir.nodes import Dependency, NkiInstruction
-from nki.sim.emit.misc import (
-    reference_nonzero_with_count,
-    reference_sequence_bounds,
-    reference_topk,
-)
+from nki.sim.emit.misc import reference_nonzero_with_count, reference_sequence_bounds
 
 RNG = np.random.default_rng(5)
 
@@ -94,7 +91,7 @@ def test_tensor_scalar_cumulative(backend):
                                                        dtype=np.float32))
 
 
-def _gpsimd(ids, data, scores):
+def _gpsimd(ids, data):
     i = _sbuf(ids)
     b = nl.ndarray((1, 2, ids.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
     nisa.sequence_bounds(dst=b, segment_ids=i)
@@ -102,24 +99,90 @@ def _gpsimd(ids, data, scores):
     nz = _new(d, (d.shape[0], d.shape[1] + 1), nl.int32)
     nisa.memset(dst=nz, value=7)
     nisa.nonzero_with_count(dst=nz, src=d, index_offset=10, padding_val=-1)
-    s = _sbuf(scores)
-    v, k = _new(s, (s.shape[0], 4)), _new(s, (s.shape[0], 4), nl.uint32)
-    nisa.topk(val_dst=v, idx_dst=k, src=s, n=s.shape[1])
-    return _out(b), _out(nz), _out(v), _out(k)
+    return _out(b), _out(nz)
 
 
-def test_gpsimd_sequence_bounds_nonzero_topk(backend):
+def test_gpsimd_sequence_bounds_nonzero(backend):
     ids = np.array([[1, 1, 2, 2, 2, 0, 0, 3, 1, 1]], np.float32)
     data = (RNG.random((32, 12)) < 0.3).astype(np.float32)
-    scores = RNG.standard_normal((8, 20)).astype(np.float32)
-    b, nz, v, k = _jit(_gpsimd, backend=backend)(ids, data, scores)
+    b, nz = _jit(_gpsimd, backend=backend)(ids, data)
     np.testing.assert_array_equal(b[0], reference_sequence_bounds(ids))
     for p in range(32):
         expect = reference_nonzero_with_count(data[p], 10, -1) if p % 16 == 0 else 7
         np.testing.assert_array_equal(nz[p], expect)
-    ev, ek = reference_topk(scores, 4)
-    np.testing.assert_array_equal(v, ev)
-    np.testing.assert_array_equal(k, ek)
+
+
+# ----- topk: one top-K per group of 16 partitions, read and written as a bf16 snake ---------
+def _topk_np(scores, n, k, val0, idx0):
+    """Independent oracle (Python loops): snake position s of the group at g is
+    scores[g + s % 16, s // 16]; the top k (largest, lower position first on ties) land
+    ascending at the snake places [g + j % 16, j // 16]."""
+    vals, idx = val0.copy(), idx0.copy()
+    for g in range(0, scores.shape[0], 16):
+        snake = [(float(scores[g + s % 16, s // 16]), s) for s in range(n)]
+        best = sorted(snake, key=lambda e: (-e[0], e[1]))[:k]
+        for j, (_, s) in enumerate(reversed(best)):
+            vals[g + j % 16, j // 16] = scores[g + s % 16, s // 16]
+            idx[g + j % 16, j // 16] = s
+    return vals, idx
+
+
+def _topk_kernel(n, k, sorted_=False):
+    def kernel(scores):
+        s = _sbuf(scores)
+        v = _new(s, (s.shape[0], k))
+        i = _new(s, (s.shape[0], k), nl.uint32)
+        nisa.memset(dst=v, value=-7.0)                 # untouched places keep these
+        nisa.memset(dst=i, value=99999)
+        nisa.topk(val_dst=v, idx_dst=i, src=s, n=n, sorted=sorted_)
+        return _out(v), _out(i)
+    return kernel
+
+
+@pytest.mark.parametrize("n,k", [(8, 1), (100, 20), (160, 37), (37, 37)])
+def test_topk_reads_and_writes_the_16_partition_snake(backend, n, k):
+    bf16 = ml_dtypes.bfloat16
+    scores = RNG.standard_normal((48, 12)).astype(bf16)          # 3 independent groups
+    v, i = _jit(_topk_kernel(n, k), backend=backend)(scores)
+    ev, ei = _topk_np(scores, n, k, np.full((48, k), -7.0, bf16),
+                      np.full((48, k), 99999, np.uint32))
+    np.testing.assert_array_equal(v.view(np.uint16), ev.view(np.uint16))
+    np.testing.assert_array_equal(i, ei)
+    j = np.arange(k)
+    got = v[16 + j % 16, j // 16].astype(np.float32)             # group 1's results
+    assert np.all(np.diff(got) >= 0)                            # ascending
+    group = scores[16:32].astype(np.float32).flatten(order="F")[:n]
+    np.testing.assert_array_equal(np.sort(got), np.sort(group)[::-1][:k][::-1])
+
+
+def test_topk_ties_pick_lower_snake_positions(backend):
+    bf16 = ml_dtypes.bfloat16
+    scores = np.zeros((16, 4), bf16)
+    scores[3, 1] = scores[5, 0] = 2.0                  # positions 19 and 5
+    v, i = _jit(_topk_kernel(64, 3), backend=backend)(scores)
+    # the top 3: 2.0 (5), 2.0 (19), then the first zero (position 0); ascending
+    np.testing.assert_array_equal(i[0:3, 0], [0, 19, 5])
+    np.testing.assert_array_equal(v[0:3, 0].astype(np.float32), [0.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("kw,code", [
+    ({"dtype": np.float32}, r"nki_dtype_mismatch\].*src must be bfloat16"),
+    ({"rows": 24}, r"nki_shape_mismatch\].*whole groups of 16"),
+    ({"n": 7}, r"nki_invalid_argument\].*n=7"),
+    ({"n": 65}, r"nki_shape_mismatch\].*ceil\(n / 16\) = 5.*has 4"),
+    ({"k": 9, "n": 8}, r"nki_shape_mismatch\].*K = val_dst's 9"),
+])
+def test_topk_rules(kw, code):
+    rows, dtype = kw.get("rows", 16), kw.get("dtype", ml_dtypes.bfloat16)
+
+    def k(x):
+        v = nl.ndarray((rows, kw.get("k", 4)), dtype=nl.bfloat16, buffer=nl.sbuf)
+        i = nl.ndarray((rows, kw.get("k", 4)), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.topk(val_dst=v, idx_dst=i, src=_sbuf(x), n=kw.get("n", 32))
+        return x
+
+    with pytest.raises(NkiValidationError, match=r"(?s)" + code + r".*test_misc_isa\.py:\d+"):
+        _jit(k, backend="python")(np.ones((rows, 4), dtype))
 
 
 def _printing(x):
@@ -178,18 +241,6 @@ def test_sequence_bounds_shape_rule():
     with pytest.raises(NkiValidationError, match=r"(?s)nki_shape_mismatch.*\(1, 2, N\).*"
                                                  r"test_misc_isa\.py:\d+"):
         _jit(k, backend="python")(np.ones((1, 10), np.float32))
-
-
-def test_topk_k_must_fit():
-    def k(x):
-        v = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
-        i = nl.ndarray((4, 8), dtype=nl.uint32, buffer=nl.sbuf)
-        nisa.topk(val_dst=v, idx_dst=i, src=_sbuf(x), n=4)
-        return x
-
-    with pytest.raises(NkiValidationError, match=r"(?s)nki_shape_mismatch.*K.*"
-                                                 r"test_misc_isa\.py:\d+"):
-        _jit(k, backend="python")(np.ones((4, 6), np.float32))
 
 
 def _not_invert(x):

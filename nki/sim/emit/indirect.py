@@ -214,37 +214,65 @@ def encode_local_gather(ins, w, ops):
     w.operand(ops["dst"]).operand(ops["src"]).operand(ops["index"])
 
 
+def _ti_columns(num_elem: int, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(column i, index row offset i % G, index column i // G) of the snake layout."""
+    i = np.arange(num_elem)
+    return i, i % group, i // group
+
+
 def reference_tensor_gather(data: np.ndarray, index: np.ndarray, num_elem: int,
                             group: int = GROUP) -> np.ndarray:
     """Oracle of tensor indirection: in the group of ``group`` partitions starting at ``s``,
     column ``i`` of every partition reads flattened element ``index[s + i % G, i // G]``."""
     P = data.shape[0]
     flat, idx = data.reshape(P, -1), index.reshape(P, -1).astype(np.int64)
-    i = np.arange(num_elem)
+    _, r, c = _ti_columns(num_elem, group)
     out = np.empty((P, num_elem), data.dtype)
     for s in range(0, P, group):
-        out[s:s + group] = flat[s:s + group][:, idx[s + i % group, i // group]]
+        out[s:s + group] = flat[s:s + group][:, idx[s + r, c]]
     return out
+
+
+def reference_tensor_scatter(data: np.ndarray, src: np.ndarray, index: np.ndarray,
+                             group: int = GROUP) -> np.ndarray:
+    """Oracle of a tensor-indirection destination: ``data`` with, in the group of ``group``
+    partitions starting at ``s``, flattened element ``index[s + i % G, i // G]`` of every
+    partition set to column ``i`` of ``src``. Columns are written in order, so of repeated
+    offsets the last column wins."""
+    P = data.shape[0]
+    out = data.reshape(P, -1).copy()
+    idx = index.reshape(P, -1).astype(np.int64)
+    cols, r, c = _ti_columns(src.shape[1], group)
+    for s in range(0, P, group):
+        offs = idx[s + r, c]
+        for i in cols:
+            out[s:s + group, offs[i]] = src[s:s + group, i]
+    return out.reshape(data.shape)
 
 
 @host_op(Opcode.TENSOR_GATHER)
 def _tensor_gather(call: HostCall) -> None:
-    """ints: group. operands: dst (P, num_elem), data, index."""
-    group = int(call.irow[2])
+    """ints: group, scatter. gather operands: dst (P, num_elem), data, index; scatter
+    operands: dst (the indirect view), data (P, num_elem), index."""
+    group, scatter = int(call.irow[2]), int(call.irow[3])
     data, idx = call.bits(1), call.bits(2)
-    num = call.shape(0)[1]
-    i = np.arange(num)
-    for s in range(0, data.shape[0], group):
-        offs = idx[s + i % group, i // group]
-        bad = np.flatnonzero(offs >= data.shape[1])
+    view = call.bits(0) if scatter else data
+    num = data.shape[1] if scatter else call.shape(0)[1]
+    _, r, c = _ti_columns(num, group)
+    for s in range(0, view.shape[0], group):
+        offs = idx[s + r, c]
+        bad = np.flatnonzero(offs >= view.shape[1])
         if bad.size:
             _fault(call, f"tensor indirection offset {int(offs[bad[0]])} (column {int(bad[0])}, "
-                   f"partitions {s}..{s + group - 1}) is outside the {data.shape[1]} elements "
+                   f"partitions {s}..{s + group - 1}) is outside the {view.shape[1]} elements "
                    "of each partition")
-    call.put_bits(0, reference_tensor_gather(data, idx, num, group))
+    if scatter:
+        call.put_bits(0, reference_tensor_scatter(view, data, idx, group))
+    else:
+        call.put_bits(0, reference_tensor_gather(data, idx, num, group))
 
 
 @emitter(Opcode.TENSOR_GATHER, host_call, reference_tensor_gather)
 def encode_tensor_gather(ins, w, ops):
-    w.ints(ins.attr("group"))
+    w.ints(ins.attr("group"), int(bool(ins.attr("scatter", False))))
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops["index"])

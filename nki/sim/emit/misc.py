@@ -186,22 +186,37 @@ def reference_nonzero_with_count(row, offset=0, padding_val=-1) -> np.ndarray:
     return out
 
 
+TOPK_GROUP = 16
+
+
 @host_op(Opcode.TOPK)
 def _topk(call: HostCall) -> None:
-    """val_dst/idx_dst (P, K) = the K largest of src[p, :n], descending, first index on ties.
+    """Per group of 16 partitions, the K largest of its bf16 snake (positions 0..n-1),
+    written in the same snake layout, ascending (see ``nki.lang.misc.topk``).
     ints: P, n. operands: val_dst, idx_dst, src."""
     P, n = int(call.irow[2]), int(call.irow[3])
-    K = call.shape(0)[1]
-    vals, idx = reference_topk(call.f32(2).reshape(P, -1)[:, :n], K)
-    call.put_f32(0, vals)
+    vals, idx = reference_topk(call.bits(2).reshape(P, -1).astype(np.uint16), n,
+                               call.bits(0).reshape(P, -1).astype(np.uint16),
+                               call.bits(1).reshape(P, -1))
+    call.put_bits(0, vals.astype(np.int64))
     call.put_bits(1, idx)
 
 
-def reference_topk(x, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Oracle: (values, indices) of the k largest per row; stable (lower index first)."""
-    x = np.asarray(x, np.float32)
-    order = np.argsort(-x, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(x, order, axis=1), order.astype(np.int64)
+def reference_topk(src_bits: np.ndarray, n: int, val_bits: np.ndarray,
+                   idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Oracle of ``nisa.topk`` on bf16 bit patterns: ``val_bits`` / ``idx`` (P, K) with
+    each group's results at snake places ``[g + j % 16, j // 16]``, ascending by value
+    (selection: largest first, lower snake position first among equals, NaN smallest)."""
+    P, k = val_bits.shape
+    out_v, out_i = val_bits.copy(), np.asarray(idx, np.int64).copy()
+    j = np.arange(k)
+    for g in range(0, P, TOPK_GROUP):
+        snake = src_bits[g:g + TOPK_GROUP].flatten(order="F")[:n]
+        values = (snake.astype(np.uint32) << 16).view(np.float32)
+        chosen = np.argsort(-values, kind="stable")[:k][::-1]
+        out_v[g + j % TOPK_GROUP, j // TOPK_GROUP] = snake[chosen]
+        out_i[g + j % TOPK_GROUP, j // TOPK_GROUP] = chosen
+    return out_v, out_i
 
 
 # ----- encoders ----------------------------------------------------------------------------

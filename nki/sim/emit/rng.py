@@ -13,6 +13,11 @@ Seeding expands a 32-bit seed with a murmur3 finaliser of (seed, lane, core, wor
 and LNC cores draw different streams from one seed. Every run starts unseeded (state zero),
 which behaves as seed 0. Uniform floats are ``(bits >> 8) * 2**-24`` in ``[0, 1)`` scaled to
 ``[min, max)`` in fp32. The state lives in the PSUM arena just below the engine registers.
+
+``nisa.dropout`` draws from the Vector engine's stream too: element ``j`` of partition ``p``
+takes lane ``p``'s next draw (elements in row-major order), and the top 24 bits decide,
+dropped (zero) when ``(bits >> 8) * 2**-24 < prob`` (exactly where ``rand2`` from the same
+state would return a value below ``prob``), kept bit-exactly otherwise.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from nki.sim.layout import REGS_BYTES
 LANES, WORDS = 128, 6
 RNG_BYTES = 8192                      # 2 engines x 128 lanes x 6 uint32 = 6 KiB, padded
 ENGINE_SLOT = {int(Engine.vector): 0, int(Engine.unknown): 0, int(Engine.gpsimd): 1}
-RNG, RAND2, SET_SEED, SET_STATE, GET_STATE = range(5)
+RNG, RAND2, SET_SEED, SET_STATE, GET_STATE, DROPOUT = range(6)
 _M32 = np.uint32(0xFFFFFFFF)
 
 
@@ -101,6 +106,8 @@ def _rng(call: HostCall) -> None:
         lo = call.f32(1) if call.present(1) else np.float32(call.frow[0])
         hi = call.f32(2) if call.present(2) else np.float32(call.frow[1])
         call.put_f32(0, lo + uniform(bits) * (np.float32(hi) - np.float32(lo)))
+    elif kind == DROPOUT:
+        _dropout(call, slot, P)
     elif kind == SET_SEED:
         seeds = call.bits(0)[:, 0].astype(np.uint32)
         seeds = np.resize(seeds, LANES) if seeds.size == 1 else seeds
@@ -111,6 +118,22 @@ def _rng(call: HostCall) -> None:
         _engine_state(call, slot)[:P] = words
     else:
         call.put_bits(0, _engine_state(call, slot)[:P].astype(np.int64))
+
+
+def _dropout(call: HostCall, slot: int, P: int) -> None:
+    """operands: dst, data (dst's element count), prob ([P, 1] tile; else frow[0])."""
+    n = call.shape(0)[1]
+    bits = draw(_engine_state(call, slot)[:P], n)
+    prob = call.f32(2) if call.present(2) else np.float32(call.frow[0])
+    data = call.bits(1).reshape(P, n)
+    call.put_bits(0, np.where(uniform(bits) < prob, 0, data))
+
+
+def reference_dropout(data: np.ndarray, bits: np.ndarray, prob) -> np.ndarray:
+    """Oracle: ``data`` zeroed where the draws' uniforms ``(bits >> 8) / 2**24`` are below
+    ``prob`` (a number or a [P, 1] array); ``bits`` are the lanes' raw draws."""
+    u = (np.asarray(bits, np.uint64) >> 8).astype(np.float64) / 2.0**24
+    return np.where(u < np.asarray(prob, np.float64), np.zeros_like(data), data)
 
 
 def reference_xorwow(seed: int, lanes: int, n: int, core: int = 0) -> np.ndarray:
@@ -134,7 +157,8 @@ def reference_xorwow(seed: int, lanes: int, n: int, core: int = 0) -> np.ndarray
 def encode_rng(ins, w, ops):
     w.ints(ins.attr("kind"), ENGINE_SLOT.get(int(ins.attr("engine")), 0), ins.attr("lanes"))
     w.floats(imm(ins.attr("min")), imm(ins.attr("max")))
-    for role in ("dst", "min", "max"):
+    roles = ("dst", "data", "prob") if ins.attr("kind") == DROPOUT else ("dst", "min", "max")
+    for role in roles:
         if role == "dst" and "dst" not in ops:
             w.operand(ops.get("src"))
         else:
