@@ -9,12 +9,14 @@ module                  kernels
 ``softmax``             ``softmax_rows(x)``, ``log_softmax(x)``
 ``norms``               ``layernorm``, ``rmsnorm``, ``rmsnorm_residual``, ``layernorm_bwd``,
                         ``rmsnorm_bwd``
-``mlp``                 ``gelu(x)``, ``silu(x)``, ``swiglu_mlp(x, w_gate, w_up, w_down)``
-``rope``                ``rope(x, cos, sin)``
-``losses``              ``cross_entropy(logits, targets)``, ``cross_entropy_bwd(...)``
+``mlp``                 ``gelu(x)``, ``silu(x)``, ``swiglu_mlp(x, w_gate, w_up, w_down,
+                        out_dtype=None)`` (fp8 weights and activations too)
+``rope``                ``rope(x, cos, sin, offset=0)`` (offset: int or int32 tensor)
+``losses``              ``cross_entropy(logits, targets, ignore_index=-100)``,
+                        ``cross_entropy_bwd(..., ignore_index=-100, reduction="mean")``
 ``transpose``           ``transpose2d(x)``
 ``attention``           ``flash_attention(q, k, v, ...)``, ``flash_attention_fwd(...)``
-``attention_bwd``       ``flash_attention_bwd(q, k, v, o, dout, lse, ...)``
+``attention_bwd``       ``flash_attention_bwd(q, k, v, o, dout, lse, ..., mask_grad=False)``
 ======================  =====================================================================
 
 Every kernel is importable from its module (``from nki.kernels.matmul import matmul``); all

@@ -1,8 +1,9 @@
 """Flash attention backward (FlashAttention-2 style) in the current NKI API.
 
-``flash_attention_bwd(q, k, v, o, dout, lse, mask=None, causal=False, scale=None)``
-returns ``(dq, dk, dv)``, the gradients of ``o = flash_attention(q, k, v, mask, causal,
-scale)[0]`` (``nki.kernels.attention``) for the upstream gradient ``dout``.
+``flash_attention_bwd(q, k, v, o, dout, lse, mask=None, causal=False, scale=None,
+mask_grad=False)`` returns ``(dq, dk, dv)``, the gradients of ``o = flash_attention(q, k, v,
+mask, causal, scale)[0]`` (``nki.kernels.attention``) for the upstream gradient ``dout``,
+and with ``mask_grad=True`` also ``dmask``, the gradient of the additive mask.
 
 ========================  ======================  ==========================================
 tensor                    shape                   notes
@@ -11,10 +12,11 @@ tensor                    shape                   notes
 ``k``, ``v``              ``[B, Hkv, Sk, d]``     ``H`` a multiple of ``Hkv`` (GQA)
 ``lse``                   ``[B, H, Sq]``          fp32, the forward's log-sum-exp
 ``mask``                  ``[Sq, Sk]`` or         optional additive mask, as in the forward
-                          ``[1|B, 1|H, Sq, Sk]``  (positional; no gradient is returned for it)
+                          ``[1|B, 1|H, Sq, Sk]``  (positional)
 ``dq``                    ``[B, H, Sq, d]``       q's dtype
 ``dk``, ``dv``            ``[B, Hkv, Sk, d]``     q's dtype; summed over the query heads of
                                                   each GQA group
+``dmask``                 ``mask``'s shape        fp32; only with ``mask_grad=True``
 ========================  ======================  ==========================================
 
 The probabilities are recomputed tile by tile from ``lse`` instead of being stored:
@@ -42,7 +44,17 @@ diagonal, masked by the triangle). Queries sit on the partitions of the score ti
 * ``dQ += dS K`` contracts over keys: ``dS`` is transposed 128 keys at a time on the Tensor
   engine (as ``P`` in the forward) and the step's sum added to an SBUF accumulator.
 
-``dQ``, ``dK`` are scaled once at the end. bf16: all five matmuls take bf16 operands (``P``
+``dQ``, ``dK`` are scaled once at the end.
+
+Mask gradient. The mask is added to the scaled scores, so its gradient is ``dS`` itself,
+summed over the dims the mask is broadcast along (SDPA's autograd of a float ``attn_mask``).
+Each step stores its fp32 ``dS`` block into ``dmask``: a plain DMA when the mask has one
+row per (batch, head); a DMA read-modify-write add (``dma_compute``) when the mask is shared
+by several, with the (batch, kv head) loop then sequential. ``dmask`` is zero-filled first
+when it accumulates or when causal masking skips key blocks (their gradient is 0). Masked
+positions (``-inf`` or above the causal diagonal) have ``P = 0``, so ``dS = 0`` there.
+
+bf16: all five matmuls take bf16 operands (``P``
 and ``dS`` rounded to bf16) with fp32 PSUM accumulation; exp, ``D``, ``dP - D`` and every
 accumulator are fp32.
 """
@@ -70,6 +82,7 @@ from .attention import (
     shared_blocks,
     transpose_block,
 )
+from .matmul import _tiles
 
 
 def add_chunks(acc, t0: int, ps, F: int):
@@ -86,9 +99,32 @@ def add_chunks(acc, t0: int, ps, F: int):
         nisa.tensor_tensor(dst=view, data1=view, data2=ps[0:w, full, :], op=nl.add)
 
 
-def backward_step(tile, kv, tri, mask_h, k0: int, k1: int, diag, scale: float):
+def scores_grad(dp, D, p, dm, q0: int, q1: int, k0: int, k1: int):
+    """``dS = (dP - D) * P`` in ``p``'s dtype (the matmuls' operand). With ``dm = (dmask_h,
+    accumulate)`` the fp32 ``dS`` also goes to the mask gradient's ``[q0:q1, k0:k1]``
+    block: copied, or added into it (a mask shared by several heads or batches)."""
+    P, F = q1 - q0, k1 - k0
+    ds = nl.ndarray((P, F), dtype=p.dtype, buffer=nl.sbuf)
+    exact = ds
+    if dm is not None and p.dtype != nl.float32:
+        exact = nl.ndarray((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=exact, data=dp, op0=nl.subtract, operand0=D,
+                              op1=nl.multiply, operand1=p)
+    if exact is not ds:                 # the same rounding as writing ds directly
+        nisa.tensor_copy(dst=ds, src=exact)
+    if dm is not None:
+        view = dm[0][q0:q1, k0:k1]
+        if dm[1]:
+            nisa.dma_compute(dst=view, srcs=[view, exact], reduce_op=nl.add)
+        else:
+            nisa.dma_copy(dst=view, src=exact)
+    return ds
+
+
+def backward_step(tile, kv, tri, mask_h, k0: int, k1: int, diag, scale: float, dm=None):
     """Keys ``[k0, k1)`` (at most one 512 block) against one query tile: recompute ``P``,
-    form ``dS``, add this step's ``dV``, ``dK`` and ``dQ`` contributions."""
+    form ``dS`` (stored into the mask gradient ``dm``, if any), add this step's ``dV``,
+    ``dK`` and ``dQ`` contributions."""
     qT, q_nat, doT, do_nat, neg_lse, D, dq_acc, q0, q1 = tile
     kT, vT, k_nat, dk_acc, dv_acc = kv
     P, F = q1 - q0, k1 - k0
@@ -112,9 +148,7 @@ def backward_step(tile, kv, tri, mask_h, k0: int, k1: int, diag, scale: float):
     nisa.activation(dst=p, op=nl.exp, data=src, bias=neg_lse, scale=sc)
     dp = nl.ndarray((P, F), dtype=f32, buffer=nl.psum)             # dO vᵀ
     nisa.nc_matmul(dst=dp, stationary=doT, moving=vT[:, k0:k1])
-    ds = nl.ndarray((P, F), dtype=dt, buffer=nl.sbuf)              # (dP - D) * P
-    nisa.scalar_tensor_tensor(dst=ds, data=dp, op0=nl.subtract, operand0=D,
-                              op1=nl.multiply, operand1=p)
+    ds = scores_grad(dp, D, p, dm, q0, q1, k0, k1)                 # (dP - D) * P
     dv_ps = nl.ndarray((128, n, d), dtype=f32, buffer=nl.psum)     # Pᵀ dO per 128 keys
     dk_ps = nl.ndarray((128, n, d), dtype=f32, buffer=nl.psum)     # dSᵀ q per 128 keys
     for c in range(n):
@@ -175,7 +209,7 @@ def store_row_tiles(dst, acc, n: int, d: int, factor: float):
 
 
 def backward_group(q_h, o_h, do_h, lse_h, dq_h, kv, tri, mask_h, tiles, Sk: int, d: int,
-                   causal: bool, scale: float):
+                   causal: bool, scale: float, dm=None):
     """Up to 4 query tiles (rows ``[g0, g0+512)``) of one query head: the 512-key blocks
     they all see are swept once, each block visiting the tiles in turn (its ``kᵀ``, ``vᵀ``,
     ``k`` slices and ``dK``/``dV`` accumulators stay hot); then each tile finishes its own
@@ -187,23 +221,59 @@ def backward_group(q_h, o_h, do_h, lse_h, dq_h, kv, tri, mask_h, tiles, Sk: int,
     for j in loop(shared):
         for r in loop(len(tiles)):
             backward_step(state[r], kv, tri, mask_h, j * KEY_BLOCK, (j + 1) * KEY_BLOCK,
-                          None, scale)
+                          None, scale, dm)
     for r in loop(len(tiles)):
         q0, q1 = tiles[r]
         for k0, k1, diag in rest_steps(q0, q1, Sk, causal, shared * KEY_BLOCK):
-            backward_step(state[r], kv, tri, mask_h, k0, k1, diag, scale)
+            backward_step(state[r], kv, tri, mask_h, k0, k1, diag, scale, dm)
         res = nl.ndarray((q1 - q0, d), dtype=dq_h.dtype, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=res, data=state[r][6], op0=nl.multiply, operand0=scale)
         nisa.dma_copy(dst=dq_h[q0:q1, :], src=res)
 
 
+def zero_fill(t, cols: int):
+    """Zeros over all of HBM ``t``, viewed as rows of ``cols``: a zero ``[128, <=2048]``
+    tile broadcast over the full 128-row tiles (one DMA per column chunk), then the rest."""
+    rows = 1
+    for n in t.shape:
+        rows *= n
+    rows //= cols
+    flat = t.reshape((rows, cols))
+    w = min(cols, 2048)
+    z = nl.ndarray((128, 1, w), dtype=t.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=z, value=0.0)
+    full, rest = divmod(rows, 128)
+    for c0, c1 in _tiles(cols, w):
+        if full:
+            view = flat[0:full * 128, c0:c1].reshape((full, 128, c1 - c0)).permute((1, 0, 2))
+            nisa.dma_copy(dst=view, src=z[:, :, 0:c1 - c0].broadcast(1, full))
+        if rest:
+            nisa.dma_copy(dst=flat[full * 128:rows, c0:c1], src=z[0:rest, 0, 0:c1 - c0])
+
+
+def new_mask_grad(mask, B: int, H: int, Sk: int, causal: bool):
+    """The fp32 mask gradient ``dmask`` (mask's shape) and whether its blocks accumulate,
+    i.e. whether the mask is shared by several (batch, head) pairs."""
+    if mask is None:
+        raise ValueError("flash_attention_bwd: mask_grad=True needs a mask")
+    shared = (len(mask.shape) == 2 and B * H > 1) or (
+        len(mask.shape) == 4 and (mask.shape[0] < B or mask.shape[1] < H))
+    dmask = nl.ndarray(tuple(mask.shape), dtype=nl.float32, buffer=nl.shared_hbm)
+    if shared or causal:
+        zero_fill(dmask, Sk)
+    return dmask, shared
+
+
 @nki.jit
-def flash_attention_bwd(q, k, v, o, dout, lse, mask=None, causal=False, scale=None):
-    """Gradients ``(dq, dk, dv)`` of ``flash_attention`` (see the module docstring).
+def flash_attention_bwd(q, k, v, o, dout, lse, mask=None, causal=False, scale=None,
+                        mask_grad=False):
+    """Gradients ``(dq, dk, dv)`` of ``flash_attention`` (see the module docstring), and
+    ``dmask`` (fp32, the mask's shape) after them with ``mask_grad=True``.
 
     Example:
         >>> o, lse = flash_attention(q, k, v, causal=True)                       # doctest: +SKIP
         >>> dq, dk, dv = flash_attention_bwd(q, k, v, o, do, lse, causal=True)   # doctest: +SKIP
+        >>> *_, dm = flash_attention_bwd(q, k, v, o, do, lse, m, mask_grad=True)  # doctest: +SKIP
     """
     B, H, Hkv, Sq, Sk, d = check_shapes(q, k, v, mask)
     G = H // Hkv
@@ -213,7 +283,8 @@ def flash_attention_bwd(q, k, v, o, dout, lse, mask=None, causal=False, scale=No
     dv = nl.ndarray((B, Hkv, Sk, d), dtype=q.dtype, buffer=nl.shared_hbm)
     tri = causal_triangle() if causal else None
     Tk = (Sk + 127) // 128
-    for bh in loop(B * Hkv):                                  # (batch, kv head) pairs
+    dmask, shared = new_mask_grad(mask, B, H, Sk, causal) if mask_grad else (None, False)
+    for bh in loop(B * Hkv, sequential=shared):               # (batch, kv head) pairs
         b, hk = divmod(bh, Hkv)
         kT = load_transposed(k[b, hk], Sk, d)              # [d, Sk]
         vT = load_transposed(v[b, hk], Sk, d)              # [d, Sk]
@@ -226,20 +297,22 @@ def flash_attention_bwd(q, k, v, o, dout, lse, mask=None, causal=False, scale=No
         for g in loop(G, sequential=True):                  # dK, dV summed over the group
             h = hk * G + g
             mask_h = mask_rows(mask, b, h)
+            dm = None if dmask is None else (mask_rows(dmask, b, h), shared)
             for tiles in query_groups(Sq):
                 backward_group(q[b, h], o[b, h], dout[b, h], lse[b, h], dq[b, h], kv,
-                               tri, mask_h, tiles, Sk, d, causal, scale)
+                               tri, mask_h, tiles, Sk, d, causal, scale, dm)
         store_row_tiles(dk[b, hk], dk_acc, Sk, d, scale)
         store_row_tiles(dv[b, hk], dv_acc, Sk, d, 1.0)
-    return dq, dk, dv
+    return (dq, dk, dv, dmask) if mask_grad else (dq, dk, dv)
 
 
 # ----- reference ----------------------------------------------------------------------------
 def attention_bwd_reference_torch(q, k, v, dout, mask=None, causal=False, scale=None,
-                                  dtype="float64"):
+                                  dtype="float64", mask_grad=False):
     """torch autograd reference: ``(dq, dk, dv)`` of
     ``torch.nn.functional.scaled_dot_product_attention`` (kv heads repeated for GQA, so the
-    kv gradients sum over each group) for the upstream gradient ``dout``, in ``dtype``."""
+    kv gradients sum over each group) for the upstream gradient ``dout``, in ``dtype``; with
+    ``mask_grad`` also the additive mask's gradient (SDPA sums it over broadcast dims)."""
     import torch
 
     def t(x, grad=False):
@@ -249,7 +322,8 @@ def attention_bwd_reference_torch(q, k, v, dout, mask=None, causal=False, scale=
     q, k, v = t(q, True), t(k, True), t(v, True)
     G = q.shape[1] // k.shape[1]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-    full = None if mask is None else t(mask)
+    m = None if mask is None else t(mask, mask_grad)
+    full = m
     if causal:
         Sq, Sk = q.shape[2], k.shape[2]
         tri = torch.zeros(Sq, Sk, dtype=q.dtype).masked_fill(
@@ -259,4 +333,4 @@ def attention_bwd_reference_torch(q, k, v, dout, mask=None, causal=False, scale=
         q, k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1), attn_mask=full,
         scale=scale)
     o.backward(t(dout))
-    return q.grad, k.grad, v.grad
+    return (q.grad, k.grad, v.grad) + ((m.grad,) if mask_grad else ())

@@ -1,10 +1,13 @@
 """Cross-entropy loss over class logits with integer targets, and its gradient.
 
-``cross_entropy(logits, targets) -> (loss, mean)`` for ``logits: [N, C]`` and ``targets:
-[N]`` int32 class indices: the per-row loss ``logsumexp(logits[i]) - logits[i, targets[i]]``
-``[N]`` and its mean ``[1]``, both fp32 (torch's ``F.cross_entropy`` with
-``reduction="none"`` / ``"mean"``). ``cross_entropy_bwd(logits, targets)`` is the gradient of
-the mean wrt the logits, ``(softmax(logits) - onehot(targets)) / N``, in the logits' dtype.
+``cross_entropy(logits, targets, ignore_index=-100) -> (loss, mean)`` for ``logits: [N, C]``
+and ``targets: [N]`` int32 class indices: the per-row loss ``logsumexp(logits[i]) -
+logits[i, targets[i]]`` ``[N]`` and its mean ``[1]``, both fp32 (torch's ``F.cross_entropy``
+with ``reduction="none"`` / ``"mean"``). Rows whose target is ``ignore_index`` have loss 0
+and are left out of the mean, which divides by the number of kept rows (NaN if none is
+kept, as torch). ``cross_entropy_bwd(logits, targets, ignore_index=-100, reduction="mean")``
+is the gradient of the mean (or of the sum) wrt the logits, ``valid · (softmax(logits) -
+onehot(targets)) / n_valid`` (``/ 1`` for the sum), in the logits' dtype; ignored rows get 0.
 
 Tiling: rows go 128 per tile on the partitions; the class dim streams through SBUF in
 chunks of up to 4096 columns, so SBUF use does not grow with the vocabulary. Per row tile
@@ -17,14 +20,17 @@ and chunk:
   with the row's target: ``(iota == target - c0) · x`` in one ``scalar_tensor_tensor``,
   plus a row sum.
 
-Then ``loss = log(l) + m - x[target]``. A single-chunk row skips the rescaling. The mean is a
-sum over rows, i.e. over partitions: a ones-vector matmul on the Tensor engine accumulates
-every tile's ``[P, 1]`` losses into one fp32 PSUM element.
+Then ``loss = valid · (log(l) + m - x[target])`` with ``valid = (target != ignore_index)``.
+A single-chunk row skips the rescaling. The mean is a sum over rows, i.e. over partitions: a
+ones-vector matmul on the Tensor engine accumulates every tile's ``[P, 2]`` columns
+``(loss, valid)`` into two fp32 PSUM elements, and their quotient is the mean.
 
-The gradient takes ``m`` and ``l`` from the same pass, then writes per chunk
-``exp(x - m - log(N·l)) - onehot/N`` (the division folded into the activation's bias). A
-single-chunk row reuses the exponentials of the first pass instead. Targets must lie in
-``[0, C)`` (no ``ignore_index``).
+The gradient first counts the kept rows the same way, but with a ``[P, 128]`` ones matrix as
+the stationary operand, so the count arrives broadcast on all 128 partitions; each row's
+factor is ``f = valid / max(count, 1)`` (all rows ignored: gradient 0, as torch). It takes
+``m`` and ``l`` from the same pass as the forward, then writes per chunk ``exp(x - m) ·
+(f / l) - onehot · f``. A single-chunk row reuses the exponentials of the first pass. Targets
+other than ``ignore_index`` must lie in ``[0, C)``.
 """
 
 from __future__ import annotations
@@ -126,10 +132,17 @@ def _logsumexp_pass(logits, tf, p0: int, p1: int, iota, want_picked: bool):
     return m, l_sum, picked, single
 
 
+def _valid(tf, P: int, ignore_index: int):
+    """``1.0`` where the row's target is not ``ignore_index``, else ``0.0`` ([P, 1] fp32)."""
+    v = _col(P)
+    nisa.tensor_scalar(dst=v, data=tf, op0=nl.not_equal, operand0=float(ignore_index))
+    return v
+
+
 @nki.jit
-def cross_entropy(logits, targets):
-    """Per-row cross-entropy ``[N]`` and its mean ``[1]`` (fp32) for ``logits: [N, C]`` and
-    int32 ``targets: [N]``.
+def cross_entropy(logits, targets, ignore_index=-100):
+    """Per-row cross-entropy ``[N]`` and its mean over the kept rows ``[1]`` (fp32) for
+    ``logits: [N, C]`` and int32 ``targets: [N]``; rows targeting ``ignore_index`` count 0.
 
     Example:
         >>> loss, mean = cross_entropy(logits, targets)   # doctest: +SKIP
@@ -140,7 +153,7 @@ def cross_entropy(logits, targets):
     iota = _iota(C)
     ones = nl.ndarray((min(N, PMAX), 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=ones, value=1.0)
-    acc = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.psum)
+    acc = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.psum)      # (sum of losses, kept)
     rows = _tiles(N, PMAX)
     for t in nl.sequential_range(len(rows)):
         p0, p1 = rows[t]
@@ -152,63 +165,97 @@ def cross_entropy(logits, targets):
         li = _col(P)                                      # (log(l) + m) - x[target]
         nisa.scalar_tensor_tensor(dst=li, data=lse, op0=nl.add, operand0=m,
                                   op1=nl.subtract, operand1=picked)
-        nisa.dma_copy(dst=loss.reshape((N, 1))[p0:p1, :], src=li)
-        nisa.nc_matmul(dst=acc, stationary=ones[0:P, :], moving=li, accumulate=t > 0)
-    res = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=res, data=acc, op0=nl.multiply, operand0=1.0 / N)
+        lv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)   # (loss · valid, valid)
+        nisa.tensor_scalar(dst=lv[:, 1:2], data=tf, op0=nl.not_equal,
+                           operand0=float(ignore_index))
+        nisa.tensor_tensor(dst=lv[:, 0:1], data1=li, data2=lv[:, 1:2], op=nl.multiply)
+        nisa.dma_copy(dst=loss.reshape((N, 1))[p0:p1, :], src=lv[:, 0:1])
+        nisa.nc_matmul(dst=acc, stationary=ones[0:P, :], moving=lv, accumulate=t > 0)
+    tot = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=tot, src=acc)
+    res = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)     # 0 / 0 = NaN as torch
+    nisa.tensor_tensor(dst=res, data1=tot[:, 0:1], data2=tot[:, 1:2], op=nl.divide)
     nisa.dma_copy(dst=mean.reshape((1, 1)), src=res)
     return loss, mean
 
 
+def _row_factors(targets, rows, ignore_index: int, mean: bool):
+    """Per row tile ``(targets as fp32, f)`` with ``f = valid / max(kept rows, 1)`` (the mean)
+    or ``f = valid`` (the sum), [P, 1] each. The count is a ones-matrix matmul: its
+    [128, 1] result holds the total on every partition."""
+    tfs = [_targets(targets, p0, p1) for p0, p1 in rows]
+    valid = [_valid(tf, p1 - p0, ignore_index) for tf, (p0, p1) in zip(tfs, rows)]
+    if not mean:
+        return tfs, valid
+    ones = nl.ndarray((min(targets.shape[0], PMAX), PMAX), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=ones, value=1.0)
+    cnt = nl.ndarray((PMAX, 1), dtype=nl.float32, buffer=nl.psum)
+    for t, (p0, p1) in enumerate(rows):
+        nisa.nc_matmul(dst=cnt, stationary=ones[0:p1 - p0, :], moving=valid[t],
+                       accumulate=t > 0)
+    inv = _col(PMAX)                                       # 1 / max(count, 1)
+    nisa.tensor_scalar(dst=inv, data=cnt, op0=nl.maximum, operand0=1.0)
+    nisa.reciprocal(dst=inv, data=inv)
+    facs = []
+    for v, (p0, p1) in zip(valid, rows):
+        f = _col(p1 - p0)
+        nisa.tensor_tensor(dst=f, data1=v, data2=inv[0:p1 - p0, :], op=nl.multiply)
+        facs.append(f)
+    return tfs, facs
+
+
 @nki.jit
-def cross_entropy_bwd(logits, targets):
-    """Gradient of the mean cross-entropy wrt ``logits``: ``(softmax - onehot) / N``, in the
-    logits' dtype.
+def cross_entropy_bwd(logits, targets, ignore_index=-100, reduction="mean"):
+    """Gradient of the mean (``reduction="mean"``, over the kept rows) or the sum
+    (``"sum"``) of the cross-entropy wrt ``logits``: ``f · (softmax - onehot)`` per row, in
+    the logits' dtype; rows targeting ``ignore_index`` get 0.
 
     Example:
         >>> dlogits = cross_entropy_bwd(logits, targets)   # doctest: +SKIP
     """
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"cross_entropy_bwd: reduction must be 'mean' or 'sum', "
+                         f"got {reduction!r}")
     N, C = logits.shape
     grad = nl.ndarray((N, C), dtype=logits.dtype, buffer=nl.shared_hbm)
     iota = _iota(C)
     rows = _tiles(N, PMAX)
     chunks = _tiles(C, CHUNK)
+    tfs, facs = _row_factors(targets, rows, ignore_index, reduction == "mean")
     for t in nl.affine_range(len(rows)):
         p0, p1 = rows[t]
         P = p1 - p0
-        tf = _targets(targets, p0, p1)
+        tf, f = tfs[t], facs[t]
         m, l_sum, _, single = _logsumexp_pass(logits, tf, p0, p1, iota, want_picked=False)
-        if single is not None:
-            scale = _col(P)                                    # 1 / (N · l)
-            nisa.tensor_scalar(dst=scale, data=l_sum, op0=nl.multiply, operand0=float(N))
-            nisa.reciprocal(dst=scale, data=scale)
-        else:
-            bias = _col(P)                                     # -m - log(N · l)
-            nisa.activation(dst=bias, op=nl.log, data=l_sum, scale=float(N))
-            nisa.tensor_tensor(dst=bias, data1=bias, data2=m, op=nl.add)
-            nisa.tensor_scalar(dst=bias, data=bias, op0=nl.multiply, operand0=-1.0)
+        scale = _col(P)                                        # f / l
+        nisa.tensor_tensor(dst=scale, data1=f, data2=l_sum, op=nl.divide)
+        neg = None
+        if single is None:
+            neg = _col(P)
+            nisa.tensor_scalar(dst=neg, data=m, op0=nl.multiply, operand0=-1.0)
         for c0, c1 in chunks:
             w = c1 - c0
-            onehot = nl.ndarray((P, w), dtype=nl.float32, buffer=nl.sbuf)   # onehot / N
+            onehot = nl.ndarray((P, w), dtype=nl.float32, buffer=nl.sbuf)   # onehot · f
             nisa.tensor_scalar(dst=onehot, data=iota[0:P, 0:w], op0=nl.equal,
-                               operand0=_shifted(tf, c0, P), op1=nl.multiply,
-                               operand1=1.0 / N)
-            res = nl.ndarray((P, w), dtype=logits.dtype, buffer=nl.sbuf)
+                               operand0=_shifted(tf, c0, P), op1=nl.multiply, operand1=f)
             if single is not None:
-                nisa.scalar_tensor_tensor(dst=res, data=single[1], op0=nl.multiply,
-                                          operand0=scale, op1=nl.subtract, operand1=onehot)
+                e = single[1]
             else:
                 x = _load(logits, p0, p1, c0, c1)
-                p = nl.ndarray((P, w), dtype=nl.float32, buffer=nl.sbuf)   # softmax / N
-                nisa.activation(dst=p, op=nl.exp, data=x, bias=bias)
-                nisa.tensor_tensor(dst=res, data1=p, data2=onehot, op=nl.subtract)
+                e = nl.ndarray((P, w), dtype=nl.float32, buffer=nl.sbuf)   # exp(x - m)
+                nisa.activation(dst=e, op=nl.exp, data=x, bias=neg)
+            res = nl.ndarray((P, w), dtype=logits.dtype, buffer=nl.sbuf)
+            nisa.scalar_tensor_tensor(dst=res, data=e, op0=nl.multiply, operand0=scale,
+                                      op1=nl.subtract, operand1=onehot)
             nisa.dma_copy(dst=grad[p0:p1, c0:c1], src=res)
     return grad
 
 
-def cross_entropy_torch(logits, targets):
-    """torch reference in float64: ``(per-row loss, mean)``."""
+def cross_entropy_torch(logits, targets, ignore_index=-100):
+    """torch reference in float64: ``(per-row loss, mean over the kept rows)``."""
     import torch.nn.functional as F
 
-    loss = F.cross_entropy(logits.double(), targets.long(), reduction="none")
-    return loss, loss.mean().reshape(1)
+    x, t = logits.double(), targets.long()
+    loss = F.cross_entropy(x, t, ignore_index=ignore_index, reduction="none")
+    mean = F.cross_entropy(x, t, ignore_index=ignore_index, reduction="mean")
+    return loss, mean.reshape(1)

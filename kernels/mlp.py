@@ -24,6 +24,14 @@ block of ``R`` rows (R ≤ 512):
 
 All weights stay resident in SBUF when they fit half of it (loaded once, by one DMA per
 tensor and 128-column strip), otherwise they are reloaded per row block.
+
+fp8. The matmul operands are used in their storage dtypes, so fp8 weights
+(``float8_e4m3`` / ``float8_e5m2``) go into ``nc_matmul`` as they are, with fp32 PSUM
+accumulation: with bf16 or fp16 ``x`` (weight-only fp8) or with fp8 ``x`` too, in which case
+``hᵀ`` is rounded to fp8 (x's dtype) and the down projection is fp8 × fp8. ``out_dtype``
+(default x's dtype) gives fp8 activations a wider output. The Tensor engine pairs fp32 only
+with fp32, so fp32 ``x`` needs fp32 weights. The activations (``gelu``, ``silu``) take fp8
+tensors like any other float dtype (fp32 compute, one rounding).
 """
 
 from __future__ import annotations
@@ -100,22 +108,53 @@ def _rows_per_block(N: int, D: int, F: int, itemsize: int) -> int:
     return R
 
 
+def _check_mlp_dtypes(x, weights) -> None:
+    """fp32 activations pair only with fp32 weights (the Tensor engine's rule), and the
+    other way round; raise a ValueError naming the dtypes instead of a matmul's error."""
+    for w in weights:
+        if (x.dtype == nl.float32) != (w.dtype == nl.float32):
+            raise ValueError(f"swiglu_mlp: x is {x.dtype.name} and a weight is {w.dtype.name}; "
+                             "the Tensor engine pairs float32 only with float32 (use bf16 "
+                             "or fp8 activations with fp8 weights)")
+
+
+def _hidden_tile(xT, wg, wu, dtype):
+    """Step 2 for 128 hidden units: ``silu(gateᵀ) * upᵀ`` ``[f, rw]`` in ``dtype``, from the
+    gate and up tiles ``wg``, ``wu`` (one ``[k, f]`` view per 128 rows of D) and ``xT``."""
+    f, rw = wg[0].shape[1], xT[0].shape[1]
+    g_ps = nl.ndarray((f, rw), dtype=nl.float32, buffer=nl.psum)
+    u_ps = nl.ndarray((f, rw), dtype=nl.float32, buffer=nl.psum)
+    for k in range(len(xT)):
+        nisa.nc_matmul(dst=g_ps, stationary=wg[k], moving=xT[k], accumulate=k > 0)
+    for k in range(len(xT)):
+        nisa.nc_matmul(dst=u_ps, stationary=wu[k], moving=xT[k], accumulate=k > 0)
+    act = nl.ndarray((f, rw), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=act, op=nl.silu, data=g_ps)
+    h = nl.ndarray((f, rw), dtype=dtype, buffer=nl.sbuf)
+    nisa.tensor_tensor(dst=h, data1=act, data2=u_ps, op=nl.multiply)
+    return h
+
+
 @nki.jit
-def swiglu_mlp(x, w_gate, w_up, w_down):
+def swiglu_mlp(x, w_gate, w_up, w_down, out_dtype=None):
     """``(silu(x @ w_gate) * (x @ w_up)) @ w_down``; ``x: [..., D]``, ``w_gate, w_up: [D,
-    F]``, ``w_down: [F, D]``; output like ``x``. fp32 accumulation; the hidden activations
-    are rounded to x's dtype (as torch does in that dtype) before the down projection.
+    F]``, ``w_down: [F, D]``; output shaped like ``x``, of ``out_dtype`` (default x's dtype).
+    fp32 accumulation; the hidden activations are rounded to x's dtype (as torch does in
+    that dtype) before the down projection. fp8 weights and/or activations are supported.
 
     Example:
         >>> # x: [200, 96], wg, wu: [96, 333], wd: [333, 96]
         >>> y = swiglu_mlp(x, wg, wu, wd)   # doctest: +SKIP
+        >>> y16 = swiglu_mlp(x8, wg8, wu8, wd8, out_dtype=nl.bfloat16)   # doctest: +SKIP
     """
+    _check_mlp_dtypes(x, (w_gate, w_up, w_down))
     D = x.shape[-1]
     F = w_gate.shape[1]
     N = 1
     for d in x.shape[:-1]:
         N *= d
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    out = nl.ndarray(x.shape, dtype=x.dtype if out_dtype is None else out_dtype,
+                     buffer=nl.shared_hbm)
     x2 = x.reshape((N, D)) if x.ndim != 2 else x
     o2 = out.reshape((N, D)) if x.ndim != 2 else out
     isz = w_gate.dtype.itemsize
@@ -142,20 +181,8 @@ def swiglu_mlp(x, w_gate, w_up, w_down):
         r0, r1 = blocks[b]
         rw = r1 - r0
         xT = load_k_tiles_T(x2[r0:r1, :])                      # D/128 tiles of [k, rw]
-        hT = []                                                # F/128 tiles of [f, rw]
-        for j, (f0, f1) in enumerate(f_tiles):
-            wg, wu = w_gu[j] if resident else gate_up(f0, f1)
-            g_ps = nl.ndarray((f1 - f0, rw), dtype=nl.float32, buffer=nl.psum)
-            u_ps = nl.ndarray((f1 - f0, rw), dtype=nl.float32, buffer=nl.psum)
-            for k in range(len(xT)):
-                nisa.nc_matmul(dst=g_ps, stationary=wg[k], moving=xT[k], accumulate=k > 0)
-            for k in range(len(xT)):
-                nisa.nc_matmul(dst=u_ps, stationary=wu[k], moving=xT[k], accumulate=k > 0)
-            act = nl.ndarray((f1 - f0, rw), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=act, op=nl.silu, data=g_ps)
-            h = nl.ndarray((f1 - f0, rw), dtype=x.dtype, buffer=nl.sbuf)
-            nisa.tensor_tensor(dst=h, data1=act, data2=u_ps, op=nl.multiply)
-            hT.append(h)
+        hT = [_hidden_tile(xT, *(w_gu[j] if resident else gate_up(f0, f1)), x.dtype)
+              for j, (f0, f1) in enumerate(f_tiles)]           # F/128 tiles of [f, rw]
         for di, (d0, d1) in enumerate(d_blocks):
             wd = w_dn[di] if resident else down(d0, d1)
             for s0, s1 in _tiles(rw, PMAX):
@@ -163,7 +190,7 @@ def swiglu_mlp(x, w_gate, w_up, w_down):
                 for j in range(FT):
                     nisa.nc_matmul(dst=acc, stationary=hT[j][:, s0:s1], moving=wd[j],
                                    accumulate=j > 0)
-                res = nl.ndarray((s1 - s0, d1 - d0), dtype=x.dtype, buffer=nl.sbuf)
+                res = nl.ndarray((s1 - s0, d1 - d0), dtype=out.dtype, buffer=nl.sbuf)
                 nisa.tensor_copy(dst=res, src=acc)
                 nisa.dma_copy(dst=o2[r0 + s0:r0 + s1, d0:d1], src=res)
     return out
@@ -184,12 +211,16 @@ def silu_torch(x):
 
 
 def swiglu_mlp_torch(x, w_gate, w_up, w_down, hidden_dtype=None):
-    """torch reference in float64; ``hidden_dtype`` rounds the hidden activations to that
-    dtype first (as the kernel and torch in bf16 do)."""
+    """torch reference in float64; ``hidden_dtype`` (a torch or numpy/ml_dtypes dtype)
+    rounds the hidden activations to that dtype first (as the kernel and torch in bf16 do)."""
+    import numpy as np
+    import torch
     import torch.nn.functional as F
 
     x, wg, wu, wd = (t.double() for t in (x, w_gate, w_up, w_down))
     h = F.silu(x @ wg) * (x @ wu)
-    if hidden_dtype is not None:
+    if isinstance(hidden_dtype, torch.dtype):
         h = h.to(hidden_dtype).double()
+    elif hidden_dtype is not None:          # a numpy / ml_dtypes dtype (fp8 e4m3: no torch twin)
+        h = torch.from_numpy(h.numpy().astype(hidden_dtype).astype(np.float64))
     return h @ wd

@@ -13,6 +13,16 @@ position's table row is loaded once and broadcast over the ``L`` heads by a stri
 half tables, the ``[P, 1, 1, D/2]`` table is broadcast over heads *and* halves), the two
 half products with ``sin``, and the two signed sums that write the result in x's dtype.
 The leading dims are chunked when a tile would exceed 8192 elements per partition.
+
+``offset`` shifts the positions to ``offset .. offset+S-1`` (decoding, or continuing a KV
+cache): the tables then hold at least ``offset + S`` rows and the kernel reads rows
+``offset + p`` of them. A Python int is a compile-time constant (one compiled program per
+offset); a one-element int32 tensor is read into a register at run time, so one program
+serves every decoding step (the table DMAs are moved by the register, and a row outside
+the tables faults at run time).
+
+Dtypes: ``x`` fp32, bf16, fp16 or fp8 (``float8_e4m3`` / ``float8_e5m2`` storage), tables
+any float dtype; the products and sums are fp32 and the result is rounded once, to x's dtype.
 """
 
 from __future__ import annotations
@@ -26,14 +36,38 @@ from .matmul import PMAX, _tiles
 FREE_MAX = 8192
 
 
+def _positions(offset, S: int, cos, sin):
+    """The first position: ``offset`` itself (a checked int) or a register loaded from a
+    one-element int32 tensor."""
+    if tuple(cos.shape) != tuple(sin.shape):
+        raise ValueError(f"rope: cos {cos.shape} and sin {sin.shape} must have one shape")
+    if not isinstance(offset, int):
+        return nisa.register_alloc(offset)
+    if offset < 0 or offset + S > cos.shape[0]:
+        raise ValueError(f"rope: positions {offset}..{offset + S - 1} need tables of at "
+                         f"least {offset + S} rows, got {cos.shape[0]}")
+    return offset
+
+
+def _table_rows(table, start, p0: int, p1: int):
+    """Rows ``start + p0 .. start + p1`` of a table (``start`` an int or a register)."""
+    if isinstance(start, int):
+        return table[start + p0:start + p1, :]
+    return table[nl.ds(start + p0, p1 - p0), :]
+
+
 @nki.jit
-def rope(x, cos, sin):
-    """Apply rotary embeddings to ``x: [..., S, D]`` with ``cos, sin: [S, D]`` or ``[S, D/2]``.
+def rope(x, cos, sin, offset=0):
+    """Apply rotary embeddings to ``x: [..., S, D]`` at positions ``offset .. offset+S-1``
+    with ``cos, sin: [>= offset+S, D]`` or ``[>= offset+S, D/2]``; ``offset`` is an int or a
+    one-element int32 tensor (read at run time).
 
     Example:
         >>> q_rot = rope(q, cos, sin)   # q: [H, S, D], cos, sin: [S, D]   # doctest: +SKIP
+        >>> k_new = rope(k_step, cos, sin, offset=pos)   # pos: int32 [1]   # doctest: +SKIP
     """
     S, D = x.shape[-2], x.shape[-1]
+    start = _positions(offset, S, cos, sin)
     h = D // 2
     half_table = cos.shape[1] == h and h != D
     L = 1
@@ -50,9 +84,9 @@ def rope(x, cos, sin):
         p0, p1 = pos[t]
         P = p1 - p0
         c = nl.ndarray((P, 1, W), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=c[:, 0, :], src=cos[p0:p1, :])
+        nisa.dma_copy(dst=c[:, 0, :], src=_table_rows(cos, start, p0, p1))
         s = nl.ndarray((P, 1, W), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=s[:, 0, :], src=sin[p0:p1, :])
+        nisa.dma_copy(dst=s[:, 0, :], src=_table_rows(sin, start, p0, p1))
         for l0, l1 in _tiles(L, Lc):
             n = l1 - l0
             xt = nl.ndarray((P, n, D), dtype=x.dtype, buffer=nl.sbuf)
@@ -89,12 +123,16 @@ def rotate_half_torch(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope_torch(x, cos, sin):
-    """torch reference in float64 (the Llama ``apply_rotary_pos_emb``); half tables are
-    duplicated to the full layout first."""
+def rope_torch(x, cos, sin, offset=0):
+    """torch reference in float64 (the Llama ``apply_rotary_pos_emb``) at positions
+    ``offset .. offset+S-1`` (the tables indexed at those rows); half tables are duplicated
+    to the full layout first."""
     import torch
 
-    x, cos, sin = x.double(), cos.double(), sin.double()
+    S = x.shape[-2]
+    first = int(offset.reshape(-1)[0]) if hasattr(offset, "reshape") else int(offset)
+    pos = torch.arange(first, first + S)
+    x, cos, sin = x.double(), cos.double()[pos], sin.double()[pos]
     if cos.shape[-1] * 2 == x.shape[-1]:
         cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
     return x * cos + rotate_half_torch(x) * sin

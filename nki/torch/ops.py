@@ -327,28 +327,50 @@ def flash_attention_host(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
     return out.reshape(q.shape), lse.reshape(q.shape[:-1])
 
 
-def flash_attention_backward_host(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
-                                  lse: Tensor, dlse: Tensor | None, mask: Tensor | None,
-                                  is_causal: bool, scale: float | None
-                                  ) -> tuple[Tensor, Tensor, Tensor]:
-    """``(dq, dk, dv)`` of attention on CPU tensors, contiguous, by the NKI backward kernel.
+def _mask_grad_wanted(mask: Tensor | None, mask_grad: bool) -> bool:
+    """A mask gradient exists only for a float (additive) mask."""
+    return mask_grad and mask is not None and mask.is_floating_point()
+
+
+def attention_grads_host(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+                         lse: Tensor, dlse: Tensor | None, mask: Tensor | None,
+                         is_causal: bool, scale: float | None, mask_grad: bool = False
+                         ) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """``(dq, dk, dv, dmask)`` of attention on CPU tensors, contiguous, by the NKI backward
+    kernel. ``dmask`` — dS summed to the mask's broadcast shape, in its dtype, as SDPA's
+    autograd of a float ``attn_mask`` — only with ``mask_grad`` and a float mask, else None.
 
     A gradient flowing into ``lse`` itself (rare: only if the caller used it) is outside the
     kernel's formula; then the torch reference recomputes the gradients.
     """
     check_kernel_dtypes(q, k, v, out, dout, allowed=ATTENTION_DTYPES)
     check_attention_shapes(q, k, v)
+    mask_grad = _mask_grad_wanted(mask, mask_grad)
     if dlse is not None and bool(dlse.any()):
         sc = attention_scale(q, scale)
-        grads = attention_reference_backward(dout, q, k, v, out, lse, is_causal, sc, dlse, mask)
-        return tuple(g.contiguous() for g in grads[:3])
-    from nki.kernels.attention_bwd import flash_attention_bwd  # only a backward needs it
+        *grads, ds = attention_reference_backward(dout, q, k, v, out, lse, is_causal, sc, dlse,
+                                                  mask)
+    else:
+        from nki.kernels.attention_bwd import flash_attention_bwd  # only a backward needs it
 
-    q4, k4, v4 = _as_4d(q), _as_4d(k), _as_4d(v)
-    dq, dk, dv = launch(flash_attention_bwd, q4, k4, v4, _as_4d(out), _as_4d(dout),
-                        lse.reshape(q4.shape[:-1]), kernel_mask(mask, q4, k4),
-                        causal=is_causal, scale=attention_scale(q, scale))
-    return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)
+        q4, k4, v4 = _as_4d(q), _as_4d(k), _as_4d(v)
+        res = launch(flash_attention_bwd, q4, k4, v4, _as_4d(out), _as_4d(dout),
+                     lse.reshape(q4.shape[:-1]), kernel_mask(mask, q4, k4), causal=is_causal,
+                     scale=attention_scale(q, scale), mask_grad=mask_grad)
+        grads = [g.reshape(t.shape) for g, t in zip(res[:3], (q, k, v))]
+        ds = res[3] if mask_grad else None
+    # the kernel's dS has its mask layout (maybe expanded to [B, H, Sq, Sk]): fold it back
+    dmask = ds.sum_to_size(mask.shape).to(mask.dtype).contiguous() if mask_grad else None
+    return (*(g.contiguous() for g in grads), dmask)
+
+
+def flash_attention_backward_host(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
+                                  lse: Tensor, dlse: Tensor | None, mask: Tensor | None,
+                                  is_causal: bool, scale: float | None
+                                  ) -> tuple[Tensor, Tensor, Tensor]:
+    """``(dq, dk, dv)`` of attention on CPU tensors (:func:`attention_grads_host` without
+    the mask gradient)."""
+    return attention_grads_host(dout, q, k, v, out, lse, dlse, mask, is_causal, scale)[:3]
 
 
 @nki_op("flash_attention")
@@ -358,7 +380,8 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
     """``softmax(q kᵀ·scale + mask [causal]) v`` -> ``(out, logsumexp fp32 [..., Sq])``.
 
     ``q: [B, H, Sq, d]``, ``k, v: [B, Hkv, Sk, d]`` (GQA when ``Hkv < H``), ``d <= 128``;
-    ``mask`` is an SDPA ``attn_mask`` (bool, True = attend, or additive) and gets no gradient.
+    ``mask`` is an SDPA ``attn_mask`` (bool, True = attend, or additive); an additive mask
+    that requires grad gets SDPA's gradient (dS summed over its broadcast dims).
     """
     return flash_attention_host(q, k, v, mask, is_causal, scale)
 
@@ -372,15 +395,22 @@ def _flash_attention_fake(q, k, v, mask=None, is_causal=False, scale=None):
 def flash_attention_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
                              lse: Tensor, dlse: Tensor | None = None,
                              mask: Tensor | None = None, is_causal: bool = False,
-                             scale: float | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """Gradients ``(dq, dk, dv)`` of :func:`flash_attention` (``dlse``: grad of its lse)."""
-    return flash_attention_backward_host(dout, q, k, v, out, lse, dlse, mask, is_causal, scale)
+                             scale: float | None = None, mask_grad: bool = False
+                             ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Gradients ``(dq, dk, dv, dmask)`` of :func:`flash_attention` (``dlse``: grad of its
+    lse); ``dmask`` is the float mask's gradient with ``mask_grad``, else an empty tensor
+    (a custom op cannot return None)."""
+    *grads, dmask = attention_grads_host(dout, q, k, v, out, lse, dlse, mask, is_causal, scale,
+                                         mask_grad)
+    return (*grads, q.new_empty((0,)) if dmask is None else dmask)
 
 
 @flash_attention_backward.register_fake
 def _flash_attention_backward_fake(dout, q, k, v, out, lse, dlse=None, mask=None,
-                                   is_causal=False, scale=None):
-    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+                                   is_causal=False, scale=None, mask_grad=False):
+    wanted = _mask_grad_wanted(mask, mask_grad)
+    dmask = mask.new_empty(mask.shape) if wanted else q.new_empty((0,))
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape), dmask
 
 
 def _attention_setup(ctx, inputs, output) -> None:
@@ -392,9 +422,10 @@ def _attention_setup(ctx, inputs, output) -> None:
 def _attention_backward(ctx, dout: Tensor | None, dlse: Tensor | None):
     q, k, v, mask, out, lse = ctx.saved_tensors
     dout = torch.zeros_like(out) if dout is None else dout.contiguous()
-    dq, dk, dv = flash_attention_backward(dout, q, k, v, out, lse, dlse, mask, ctx.is_causal,
-                                          ctx.scale)
-    return dq, dk, dv, None, None, None
+    mask_grad = bool(ctx.needs_input_grad[3])       # a float mask that requires grad
+    dq, dk, dv, dmask = flash_attention_backward(dout, q, k, v, out, lse, dlse, mask,
+                                                 ctx.is_causal, ctx.scale, mask_grad)
+    return dq, dk, dv, dmask if mask_grad else None, None, None
 
 
 flash_attention.register_autograd(_attention_backward, setup_context=_attention_setup)

@@ -198,3 +198,138 @@ def test_trn1_target_limits():
     assert rel_err(o, ref_o.numpy()) < 1e-4
     for g, r in zip(grads, attention_bwd_reference_torch(q, k, v, do, None, True)):
         assert rel_err(g, r.numpy()) < 1e-4
+
+
+# ----- mask gradient: dS summed over the mask's broadcast dims ------------------------------
+# (batch, q heads, kv heads, Sq, Sk, d, dtype, causal, mask) as above, plus "4dfull"
+# ([B, H, Sq, Sk]: one mask row per head, stored without accumulation)
+MASK_GRAD = [
+    (2, 2, 1, 130, 200, 32, "fp32", False, "2d"),     # shared by all 4 (b, h): accumulated
+    (1, 2, 2, 200, 200, 64, "fp32", True, "2d"),      # causal: skipped blocks stay 0
+    (2, 4, 2, 150, 250, 32, "fp32", False, "4d"),     # [B, 1, ..]: summed over heads, -inf
+    (1, 2, 1, 140, 600, 32, "fp32", True, "4dfull"),  # plain stores, zero-filled (causal)
+    (1, 2, 2, 150, 333, 64, "bf16", False, "2d"),
+]
+
+
+def mask_grad_inputs(c):
+    if c[-1] != "4dfull":
+        return make_inputs(c)
+    q, k, v, _ = make_inputs(c[:-1] + (None,))
+    b, h, sq, sk = c[0], c[1], c[3], c[4]
+    return q, k, v, np.random.default_rng(2).standard_normal((b, h, sq, sk)).astype(np.float32)
+
+
+@pytest.mark.parametrize("c", MASK_GRAD, ids=case_id)
+def test_backward_mask_grad(c):
+    """``mask_grad=True`` adds dMask = dS (fp32, the mask's shape) to (dq, dk, dv), which
+    are unchanged; compared with the autograd of SDPA's additive ``attn_mask``."""
+    q, k, v, m = mask_grad_inputs(c)
+    causal = c[7]
+    do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
+    o, lse = flash_attention(q, k, v, m, causal=causal)
+    *grads, dm = flash_attention_bwd(q, k, v, o, do, lse, m, causal=causal, mask_grad=True)
+    assert dm.shape == m.shape and dm.dtype == np.float32
+    for g, g0 in zip(grads, flash_attention_bwd(q, k, v, o, do, lse, m, causal=causal)):
+        np.testing.assert_array_equal(g, g0)
+    ref = attention_bwd_reference_torch(q, k, v, do, m, causal, mask_grad=True)[3].numpy()
+    if causal:           # above the diagonal (some blocks never visited): exactly 0
+        above = np.triu_indices(c[3], 1, c[4])
+        assert not dm[..., above[0], above[1]].any()
+    if c[6] == "fp32":
+        assert rel_err(dm, ref) < 1e-4
+        return
+    t_dm = attention_bwd_reference_torch(*(torch.from_numpy(f64(x)).bfloat16()
+                                           for x in (q, k, v, do)), torch.from_numpy(m),
+                                         causal, dtype="bfloat16", mask_grad=True)[3]
+    assert rel_err(dm, ref) < min(3e-2, 2 * rel_err(t_dm.float().numpy(), ref) + 2e-3)
+
+
+def test_mask_grad_needs_a_mask():
+    q, k, v, _ = make_inputs((1, 1, 1, 16, 16, 8, "fp32", False, None))
+    o, lse = flash_attention(q, k, v)
+    with pytest.raises(ValueError, match="mask_grad=True needs a mask"):
+        flash_attention_bwd(q, k, v, o, q, lse, mask_grad=True)
+
+
+def test_python_backend_mask_grad():
+    c = (1, 2, 1, 136, 140, 32, "fp32", True, "2d")
+    q, k, v, m = make_inputs(c)
+    do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
+    o, lse = flash_attention(q, k, v, m, causal=True)
+    outs = run_both(flash_attention_bwd.fn, q, k, v, o, do, lse, m, causal=True, mask_grad=True)
+    refs = attention_bwd_reference_torch(q, k, v, do, m, True, mask_grad=True)
+    for g, r in zip(outs, refs):
+        assert rel_err(g, r.numpy()) < 1e-4
+
+
+# ----- the torch op (nki.torch.ops.flash_attention): SDPA's autograd of a float attn_mask ---
+def _sdpa_grads(q, k, v, mask, dout, causal, with_lse=False):
+    """float64 torch autograd of ``F.scaled_dot_product_attention`` with the float
+    ``attn_mask`` (causal: plus a -inf triangle); ``with_lse``: of SDPA's math written out,
+    plus the sum of the log-sum-exp, to send a gradient into lse. Returns the grads of q,
+    k, v and mask."""
+    q, k, v, mask = (t.detach().double().requires_grad_() for t in (q, k, v, mask))
+    G = q.shape[-3] // k.shape[-3]
+    kr, vr = k.repeat_interleave(G, dim=-3), v.repeat_interleave(G, dim=-3)
+    full = mask
+    if causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        full = mask + torch.zeros(keep.shape, dtype=mask.dtype).masked_fill(~keep, -math.inf)
+    if with_lse:
+        s = q @ kr.mT / math.sqrt(q.shape[-1]) + full
+        loss = (torch.softmax(s, -1) @ vr * dout.double()).sum() + torch.logsumexp(s, -1).sum()
+    else:
+        out = torch.nn.functional.scaled_dot_product_attention(q, kr, vr, attn_mask=full)
+        loss = (out * dout.double()).sum()
+    loss.backward()
+    return q.grad, k.grad, v.grad, mask.grad
+
+
+@pytest.mark.parametrize("mask_shape,causal", [((150, 200), True), ((2, 1, 150, 200), False),
+                                               ((1, 200), False)], ids=str)
+def test_torch_op_mask_gradient(mask_shape, causal):
+    """A float mask that requires grad gets dS summed to its shape (a ``[1, Sk]`` mask is
+    expanded for the kernel and folded back), in its dtype; q, k, v grads unchanged."""
+    from nki.torch import ops
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 150, 32, generator=g, requires_grad=True)
+    k, v = (torch.randn(2, 2, 200, 32, generator=g, requires_grad=True) for _ in range(2))
+    mask = torch.randn(mask_shape, generator=g, requires_grad=True)
+    dout = torch.randn(2, 4, 150, 32, generator=g)
+    ops.attention(q, k, v, mask, causal).backward(dout)
+    refs = _sdpa_grads(q, k, v, mask, dout, causal)
+    assert mask.grad.shape == mask.shape and mask.grad.dtype == mask.dtype
+    for got, ref in zip((q.grad, k.grad, v.grad, mask.grad), refs):
+        assert rel_err(got.numpy(), ref.numpy()) < 1e-4
+
+
+def test_torch_op_mask_gradient_through_lse():
+    """A gradient into lse takes the torch recomputation path; the mask still gets dS."""
+    from nki.torch import ops
+
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=g, requires_grad=True) for _ in range(3))
+    mask = torch.randn(40, 40, generator=g, requires_grad=True)
+    dout = torch.randn(1, 2, 40, 16, generator=g)
+    out, lse = ops.flash_attention(q, k, v, mask, False)
+    ((out * dout).sum() + lse.sum()).backward()
+    for got, ref in zip((q.grad, k.grad, v.grad, mask.grad),
+                        _sdpa_grads(q, k, v, mask, dout, False, with_lse=True)):
+        assert rel_err(got.numpy(), ref.numpy()) < 1e-4
+
+
+def test_torch_op_mask_gradient_opcheck():
+    """The backward op's schema, fake kernel and autograd registration with a mask grad."""
+    from nki.torch import ops
+
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 16, 8, generator=g) for _ in range(3))
+    mask = torch.randn(16, 16, generator=g)
+    out, lse = ops.flash_attention(q, k, v, mask, False)
+    args = (torch.randn_like(out), q, k, v, out, lse, None, mask, False, None, True)
+    torch.library.opcheck(torch.ops.nki.flash_attention_backward.default, args)
+    assert torch.ops.nki.flash_attention_backward(*args)[3].shape == mask.shape
+    torch.library.opcheck(torch.ops.nki.flash_attention.default,
+                          (q.requires_grad_(), k, v, mask.requires_grad_(), True, None))

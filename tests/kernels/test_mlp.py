@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ml_dtypes
+import numpy as np
 import pytest
 import torch
 from nki.kernels.mlp import gelu, gelu_torch, silu, silu_torch, swiglu_mlp, swiglu_mlp_torch
 
+import nki.language as nl
 from nki.testing import check_kernel, parametrize_dtypes, parametrize_shapes, randn
 
 NUMBA = ("numba",)
@@ -54,4 +57,62 @@ def test_mlp_both_backends():
     check_kernel(gelu, gelu_torch, randn((3, 5), seed=7, std=3.0), reference_as="torch")
     check_kernel(silu, silu_torch, randn((3, 5), seed=8, std=3.0), reference_as="torch")
     check_kernel(swiglu_mlp, swiglu_mlp_torch, *_mlp_inputs(5, 8, 12, "float32"),
+                 reference_as="torch")
+
+
+FP8 = ["float8_e4m3", "float8_e5m2"]
+
+
+@pytest.mark.parametrize("name", list(ACTS))
+@parametrize_dtypes("dtype", FP8)
+def test_activation_fp8(dtype, name):
+    """fp8 in, fp8 out (fp32 compute, one rounding): the table's fp8 tolerance."""
+    kernel, ref = ACTS[name]
+    (out,) = check_kernel(kernel, ref, randn((130, 77), dtype, seed=9, std=3.0),
+                          backends=NUMBA, reference_as="torch")
+    assert out.dtype == np.dtype(getattr(ml_dtypes, dtype))
+
+
+def _fp8_weights(d, f, dtype):
+    return tuple(w.astype(getattr(ml_dtypes, dtype))
+                 for w in _mlp_inputs(1, d, f, "float32")[1:])
+
+
+@parametrize_dtypes("wdtype", FP8)
+@parametrize_shapes("n,d,f", [(200, 96, 333), (150, 200, 300)])
+def test_swiglu_mlp_fp8_weights(n, d, f, wdtype):
+    """Weight-only fp8: bf16 activations times fp8 weights on the Tensor engine (fp32
+    PSUM), hidden activations in bf16, bf16 output; the table's bf16 tolerance."""
+    x = randn((n, d), "bfloat16", seed=3)
+    check_kernel(swiglu_mlp, lambda *a: swiglu_mlp_torch(*a, hidden_dtype=torch.bfloat16),
+                 x, *_fp8_weights(d, f, wdtype), backends=NUMBA, reference_as="torch")
+
+
+@pytest.mark.parametrize("out", [None, "bfloat16"])
+@parametrize_dtypes("dtype", FP8)
+def test_swiglu_mlp_fp8_activations(dtype, out):
+    """fp8 activations and weights: fp8 × fp8 matmuls, hidden activations rounded to fp8
+    (the reference rounds them the same way), output fp8 or — ``out_dtype`` — bf16, checked
+    with the table's tolerance of the output dtype."""
+    n, d, f = 200, 96, 333
+    x = randn((n, d), dtype, seed=3)
+    hidden = getattr(ml_dtypes, dtype)
+    (y,) = check_kernel(swiglu_mlp, lambda *a: swiglu_mlp_torch(*a, hidden_dtype=hidden),
+                        x, *_fp8_weights(d, f, dtype), backends=NUMBA, reference_as="torch",
+                        kernel_kwargs={} if out is None else {"out_dtype": nl.bfloat16})
+    assert y.dtype == np.dtype(hidden if out is None else ml_dtypes.bfloat16)
+
+
+def test_swiglu_mlp_fp32_with_fp8_weights_is_rejected():
+    x = randn((8, 16), "float32", seed=3)
+    with pytest.raises(ValueError, match="pairs float32 only with float32"):
+        swiglu_mlp(x, *_fp8_weights(16, 24, "float8_e4m3"))
+
+
+def test_mlp_fp8_both_backends():
+    x = randn((5, 8), "float8_e4m3", seed=10)
+    check_kernel(swiglu_mlp, lambda *a: swiglu_mlp_torch(*a, hidden_dtype=ml_dtypes.float8_e4m3),
+                 x, *_fp8_weights(8, 12, "float8_e4m3"), reference_as="torch",
+                 kernel_kwargs={"out_dtype": nl.bfloat16})
+    check_kernel(silu, silu_torch, randn((3, 5), "float8_e5m2", seed=11, std=3.0),
                  reference_as="torch")
