@@ -7,7 +7,6 @@ from dataclasses import replace
 
 from nki.ir.nodes import DYN_LOOPS, Access, Instr, Loop, Placed, Program, RecordedLoop
 from nki.ir.target import Target
-from nki.ir.types import Memory
 
 
 def place_access(acc: Access, program: Program, target: Target) -> Placed:
@@ -16,9 +15,7 @@ def place_access(acc: Access, program: Program, target: Target) -> Placed:
     if t.memory.is_hbm:
         base = t.address[1] // isz
         return Placed(acc.tensor, t.memory, acc.dtype, acc.offset + base, acc.dims)
-    rowbytes = (target.sbuf_bytes_per_partition if t.memory is Memory.SBUF
-                else target.psum_bytes_per_partition)
-    row = rowbytes // isz
+    row = target.arena_pitch(t.memory) // isz
     part0, byte0 = t.address
     offset = (acc.partition + part0) * row + acc.offset + byte0 // isz
     dims = ((row, acc.dims[0][1]),) + acc.dims[1:]

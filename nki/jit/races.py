@@ -187,8 +187,7 @@ def _element_index(decl: TensorDecl, key: int, target: Target) -> tuple[int, ...
     if decl.memory.is_hbm:
         return tuple(int(i) for i in np.unravel_index((rel - decl.address[1]) // isz,
                                                       decl.shape))
-    row = (target.sbuf_bytes_per_partition if decl.memory is Memory.SBUF
-           else target.psum_bytes_per_partition)
+    row = target.arena_pitch(decl.memory)
     part = rel // row - decl.address[0]
     elem = (rel % row - decl.address[1]) // isz
     return (int(part),) + tuple(int(i) for i in np.unravel_index(elem, decl.shape[1:]))

@@ -34,6 +34,7 @@ class CoreProgram:
     input_ids: list[int]
     output_ids: list[int]
     written_inputs: list[int]
+    covered_outputs: frozenset[int] = frozenset()   # proven fully overwritten on every run
 
 
 def _bind_inputs(trace: Trace, fn, args, tensor_args: dict[int, TensorArg], lnc: int):
@@ -150,7 +151,9 @@ def _finish_core(traced, target, settings, private_base: int) -> CoreProgram:
                       for _, acc in s.writes} & set(in_ids))
     final = run_passes(program, target, settings, private_base)
     final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),))
-    return CoreProgram(final, generate(final), dict(trace.constants), in_ids, out_ids, written)
+    covered = frozenset(t for t in out_ids if trace.fully_written(t))
+    return CoreProgram(final, generate(final), dict(trace.constants), in_ids, out_ids, written,
+                       covered)
 
 
 def describe(core: CoreProgram) -> str:

@@ -35,6 +35,9 @@ LOW_PRECISION_FLOATS = frozenset((irt.BFLOAT16, irt.FLOAT16, irt.FLOAT8_E4M3, ir
 # returns what runs after it (or None)
 UseHook = Callable[[Instr], Callable[[], None] | None]
 
+# instructions that overwrite their whole destination view, whatever its old bytes
+_PLAIN_WRITERS = frozenset((Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE))
+
 _CURRENT: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("nki_trace", default=None)
 
 _NKI_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,6 +93,10 @@ class Trace:
         self.num_registers = 0                 # virtual registers allocated so far
         self.open_while: list[tuple] = []      # 'while reg:' loops being traced
         self._use_hooks: dict[int, UseHook] = {}
+        # outputs some write of which is not proven to overwrite its bytes on every run
+        # (runtime offsets or loops, read-modify-writes, non-DMA writers)
+        self.unproven_writes: set[int] = set()
+        self._runtime_loops = 0                # runtime loop bodies being traced
         self._token: contextvars.Token | None = None
 
     # ----- context -------------------------------------------------------------------------
@@ -255,10 +262,25 @@ class Trace:
                 self.check_read(role, acc, api or instr.opcode.name.lower(), instr.loc)
         for role, acc in instr.writes:
             self.record_write(acc, by_matmul=by_matmul, dynamic=role in indirect)
+            if not self._plain_overwrite(instr, role, acc, indirect):
+                self.unproven_writes.add(acc.tensor)
         self._stack[-1].append(instr)
         for after in post:
             after()
         return instr
+
+    def _plain_overwrite(self, instr: Instr, role: str, acc: Access, indirect) -> bool:
+        """Whether ``instr`` certainly overwrites every byte of ``acc`` whenever the kernel
+        runs: a DMA copy or transpose at a trace-time address, outside runtime loops, that
+        does not read its destination."""
+        return (instr.opcode in _PLAIN_WRITERS and role not in indirect and not _dynamic(acc)
+                and not self._runtime_loops
+                and all(a.tensor != acc.tensor for _, a in instr.reads))
+
+    def fully_written(self, tid: int) -> bool:
+        """Whether every byte of tensor ``tid`` is overwritten on every run (so the NaN
+        sentinel of never-written output memory need not be laid down first)."""
+        return tid not in self.unproven_writes and self.written_state_of(tid) == "all"
 
     def append(self, stmt: Stmt) -> None:
         """Append a finished statement (a runtime loop node) to the current block."""
@@ -268,6 +290,7 @@ class Trace:
         """Start collecting the body of a runtime loop; returns the body list."""
         body: list[Stmt] = []
         self._stack.append(body)
+        self._runtime_loops += 1
         return body
 
     def end_dyn(self, body: list[Stmt]) -> None:
@@ -275,6 +298,7 @@ class Trace:
             raise fail("err_dynamic_control_flow_not_supported", "a runtime loop's body "
                        "was left while another loop was still open", user_loc())
         self._stack.pop()
+        self._runtime_loops -= 1
 
     def begin_loop(self, kind: LoopKind, loc: SourceLoc | None) -> RecordedLoop:
         rec = RecordedLoop(kind, loc)

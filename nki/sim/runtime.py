@@ -15,6 +15,7 @@ from numba import njit
 
 from nki.errors import NkiRuntimeError, fail
 from nki.ir.target import Target
+from nki.ir.types import Memory
 from nki.sim.codegen import Generated
 from nki.sim.emit import collectives as host
 from nki.sim.emit import rng
@@ -101,9 +102,9 @@ def on_chip_arenas(target: Target, core: int) -> tuple[np.ndarray, np.ndarray]:
         cache = _ARENAS.by_key = {}
     key = (target.name, core)
     if key not in cache:
-        sbuf = np.full(target.sbuf_partitions * target.sbuf_bytes_per_partition, 0xFF,
+        sbuf = np.full(target.sbuf_partitions * target.arena_pitch(Memory.SBUF), 0xFF,
                        np.uint8)
-        psum = np.full(target.sbuf_partitions * target.psum_bytes_per_partition + STATE_BYTES,
+        psum = np.full(target.sbuf_partitions * target.arena_pitch(Memory.PSUM) + STATE_BYTES,
                        0xFF, np.uint8)
         cache[key] = (sbuf, psum)
     sbuf, psum = cache[key]

@@ -1,10 +1,9 @@
 """Tensor-engine family: ``nc_matmul`` (fp32 PSUM accumulation, bit-exact transpose mode)
 and the bit-exact transposes ``nc_transpose`` / ``dma_transpose``.
 
-Matmul products go through BLAS ``sgemm`` — scipy's bundled OpenBLAS, reached through
-Numba's own C shim ``numba_xxgemm`` (the routine behind Numba's ``np.dot``). Compiled helpers
-call the shim by symbol; the python backend calls the very same C function through ctypes,
-with the same arguments, so both backends get the same bits.
+Matmul products go through BLAS ``sgemm`` — ``nki_sgemm`` of nki/sim/blas.py (numpy's bundled
+OpenBLAS when present). Compiled helpers call it by symbol; the python backend calls the very
+same C function through ctypes, with the same arguments, so both backends get the same bits.
 
 fp32 operands laid out as rows (a partition range × a contiguous free range — the usual
 tile) are handed to sgemm *in place*: the partition stride of the arena is the matrix's
@@ -16,14 +15,12 @@ fp8, strided views) are decoded into contiguous fp32 first.
 
 from __future__ import annotations
 
-import ctypes
-
-import numba._helperlib
 import numpy as np
-from numba import njit, types
+from numba import njit
 from numba.extending import overload
 
 from nki.ir.ops import Opcode
+from nki.sim.blas import NO_TRANS, ROW_MAJOR, TRANS, nki_sgemm, nki_sgemm_py
 from nki.sim.emit import emitter
 from nki.sim.helpers.memory import (
     _rows_layout,
@@ -41,44 +38,30 @@ from nki.sim.layout import O_DTYPE, O_SPACE, PhysOperand, operand_base
 OP0, OP1, OP2 = (operand_base(i) for i in range(3))
 
 
-# ----- BLAS, identical in both backends -----------------------------------------------------
-_NUMBA_XXGEMM = types.ExternalFunction("numba_xxgemm", types.intc(
-    types.char, types.char, types.char, types.intp, types.intp, types.intp,
-    types.CPointer(types.float32), types.CPointer(types.float32), types.intp,
-    types.CPointer(types.float32), types.intp, types.CPointer(types.float32),
-    types.CPointer(types.float32), types.intp))
-_XXGEMM_PY = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_char, ctypes.c_char, ctypes.c_char, ctypes.c_ssize_t,
-    ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ssize_t,
-    ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ssize_t,
-)(numba._helperlib.c_helpers["xxgemm"])
-
-
+# ----- BLAS, identical in both backends (nki/sim/blas.py) -------------------------------------
 def sgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
     """``C[M, N] (+)= st[K, M].T @ mv[K, N]`` on row-major fp32 matrices inside flat arrays.
 
     Each matrix starts at an element offset of its flat fp32 array and has a row stride
-    (``ld*``). Column-major BLAS sees the transposed problem ``Cᵀ = mvᵀ · st`` with the
-    same strides, so no operand is copied. ``accumulate`` is sgemm's ``beta = 1``.
+    (``ld*``), so no operand is copied. ``accumulate`` is sgemm's ``beta = 1``.
 
     Example:
         >>> c = np.zeros(4, np.float32); a = np.ones(4, np.float32)
         >>> sgemm_rows(c, 0, 2, a, 0, 2, a, 0, 2, 2, 2, 2, False); c.tolist()
         [2.0, 2.0, 2.0, 2.0]
     """
-    scal = np.array([1.0, 1.0 if accumulate else 0.0], np.float32)
     size = c.itemsize
-    _XXGEMM_PY(b"s", b"N", b"T", N, M, K, scal.ctypes.data,
-               mv.ctypes.data + mv_off * size, ldmv, st.ctypes.data + st_off * size, ldst,
-               scal.ctypes.data + size, c.ctypes.data + c_off * size, ldc)
+    nki_sgemm_py(ROW_MAJOR, TRANS, NO_TRANS, M, N, K, 1.0, st.ctypes.data + st_off * size,
+                 ldst, mv.ctypes.data + mv_off * size, ldmv, 1.0 if accumulate else 0.0,
+                 c.ctypes.data + c_off * size, ldc)
 
 
 @overload(sgemm_rows, jit_options={"nogil": True})
 def _sgemm_rows_numba(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
     def impl(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
-        scal = np.array([1.0, 1.0 if accumulate else 0.0], np.float32)
-        _NUMBA_XXGEMM(115, 78, 84, N, M, K, scal[0:].ctypes, mv[mv_off:].ctypes, ldmv,
-                      st[st_off:].ctypes, ldst, scal[1:].ctypes, c[c_off:].ctypes, ldc)
+        beta = np.float32(1.0) if accumulate else np.float32(0.0)
+        nki_sgemm(ROW_MAJOR, TRANS, NO_TRANS, M, N, K, np.float32(1.0), st[st_off:].ctypes,
+                  ldst, mv[mv_off:].ctypes, ldmv, beta, c[c_off:].ctypes, ldc)
 
     return impl
 

@@ -152,9 +152,62 @@ def gather(typed, off, irow, base, P, N):
                 dst[i] = src[i]
         return out.reshape(P, N)
     out = np.empty(P * N, typed.dtype)
+    if _copy_runs(typed, off, irow, base, out, True):
+        return out.reshape(P, N)
     if _gather_transposed(typed, off, irow, base, out):
         return out.reshape(P, N)
     return strided(typed, off, irow, base).copy().reshape(P, N)
+
+
+@njit(cache=True, nogil=True)
+def _runs_layout(irow, base):
+    """(run length, first dim of the run): the innermost dims merged while contiguous.
+
+    A strided view whose inner dims are contiguous (``[128, KT, F]`` read out of a row-major
+    HBM matrix, say) is a sequence of runs of that many elements; the dims before the run
+    are walked one run at a time."""
+    c = irow[base + O_COUNT:base + O_COUNT + 5]
+    s = irow[base + O_STRIDE:base + O_STRIDE + 5]
+    n, j = 1, 5
+    for k in range(4, -1, -1):
+        if c[k] != 1:
+            if s[k] != n:
+                break
+            n *= c[k]
+        j = k
+    return n, j
+
+
+@njit(cache=True, nogil=True)
+def _copy_runs(typed, off, irow, base, flat, reading):
+    """Copy an operand run by run between the arena and ``flat`` (its contiguous form):
+    into ``flat`` when ``reading``, else out of it. False (nothing done) unless the operand
+    has contiguous inner runs of at least 8 elements: element-wise strided copies are 3-5x
+    slower than the vectorised run copies."""
+    n, j = _runs_layout(irow, base)
+    if n < 8 or j == 0:
+        return False
+    c = irow[base + O_COUNT:base + O_COUNT + 5]
+    s = irow[base + O_STRIDE:base + O_STRIDE + 5]
+    c1 = c[1] if j > 1 else 1
+    c2 = c[2] if j > 2 else 1
+    c3 = c[3] if j > 3 else 1
+    pos = 0
+    for i0 in range(c[0]):
+        for i1 in range(c1):
+            for i2 in range(c2):
+                for i3 in range(c3):
+                    o = off + i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3]
+                    mem = typed[o:o + n]
+                    lin = flat[pos:pos + n]
+                    if reading:
+                        for i in range(n):
+                            lin[i] = mem[i]
+                    else:
+                        for i in range(n):
+                            mem[i] = lin[i]
+                    pos += n
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -225,6 +278,8 @@ def scatter(typed, off, irow, base, values):
             src = flat[r * n:(r + 1) * n]
             for i in range(n):
                 dst[i] = src[i]
+        return
+    if _copy_runs(typed, off, irow, base, values.ravel(), False):
         return
     v = strided(typed, off, irow, base)
     v[...] = values.reshape(v.shape)
