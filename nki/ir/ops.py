@@ -34,7 +34,6 @@ class Opcode(enum.IntEnum):
     TENSOR_TENSOR_SCAN = 19
     BN_STATS = 20
     BN_AGGR = 21
-    DROPOUT = 22
     NC_STREAM_SHUFFLE = 23
     MAX8 = 24
     NC_FIND_INDEX8 = 25

@@ -5,9 +5,8 @@
 ``aten::_scaled_dot_product_fused_attention_overrideable`` and its backward (where the neuron
 device sends ``F.scaled_dot_product_attention``) and for ``aten::_native_multi_head_attention``
 (``nn.MultiheadAttention``'s inference fast path). Each kernel reads zero-copy CPU views of its
-neuron arguments. What the NKI kernels cannot do (float64/int dtypes, head dim > 128, the
-gradient of an additive attention mask) runs the same computation with torch on those views
-instead — the "math path".
+neuron arguments. What the NKI kernels cannot do (float64/int dtypes, head dim > 128,
+dropout) runs the same computation with torch on those views instead — the "math path".
 
 Routing can be switched off (``set_enabled(False)``, ``with routing(False):`` or
 ``NKI_TORCH_ROUTING=0``); the ops then run on torch's CPU kernels. ``kernel_counts()`` tells
@@ -150,11 +149,11 @@ def sdpa_backward_host(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, bias: Tens
                        out: Tensor, lse: Tensor, is_causal: bool, scale: float | None,
                        bias_grad: bool = False):
     """``(dq, dk, dv, dbias)`` on CPU tensors; ``dbias`` (summed to the bias' broadcast
-    shape) only with ``bias_grad`` and a float bias, else None."""
+    shape, in its dtype) only with ``bias_grad`` and a float bias, else None."""
     bias_grad = bias_grad and bias is not None and bias.dtype != torch.bool
-    if attention_ok(q, k, v) and not bias_grad:
-        return (*ops.flash_attention_backward_host(dout, q, k, v, out, lse, None, bias,
-                                                   is_causal, scale), None)
+    if attention_ok(q, k, v):
+        return ops.attention_grads_host(dout, q, k, v, out, lse, None, bias, is_causal, scale,
+                                        mask_grad=bias_grad)
     dq, dk, dv, ds = ops.attention_reference_backward(
         dout, q, k, v, out, lse, is_causal, ops.attention_scale(q, scale), None, bias)
     dbias = ds.sum_to_size(bias.shape).to(bias.dtype) if bias_grad else None

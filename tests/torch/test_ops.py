@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -169,6 +170,80 @@ def test_flash_attention_lse_gradient_and_3d():
     for got, want in zip((q, k, v), (q2, k2, v2)):
         torch.testing.assert_close(got.grad, want.grad, rtol=1e-4, atol=1e-5)
     assert ops.attention(q, k, v, None, True).shape == q.shape
+
+
+# ----- a float attn_mask that requires grad: SDPA's gradient, dS summed to the mask's shape --
+def _rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+    """Max abs error relative to the reference's largest magnitude."""
+    ref = ref.double()
+    return float((got.double() - ref).abs().max() / ref.abs().max())
+
+
+def _sdpa_grads(q, k, v, mask, dout, causal, with_lse=False):
+    """float64 torch autograd of ``F.scaled_dot_product_attention`` with the float
+    ``attn_mask`` (causal: plus a -inf triangle); ``with_lse``: of SDPA's math written out,
+    plus the sum of the log-sum-exp, to send a gradient into lse. Returns the grads of q,
+    k, v and mask."""
+    q, k, v, mask = (t.detach().double().requires_grad_() for t in (q, k, v, mask))
+    G = q.shape[-3] // k.shape[-3]
+    kr, vr = k.repeat_interleave(G, dim=-3), v.repeat_interleave(G, dim=-3)
+    full = mask
+    if causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+        full = mask + torch.zeros(keep.shape, dtype=mask.dtype).masked_fill(~keep, -math.inf)
+    if with_lse:
+        s = q @ kr.mT / math.sqrt(q.shape[-1]) + full
+        loss = (torch.softmax(s, -1) @ vr * dout.double()).sum() + torch.logsumexp(s, -1).sum()
+    else:
+        out = F.scaled_dot_product_attention(q, kr, vr, attn_mask=full)
+        loss = (out * dout.double()).sum()
+    loss.backward()
+    return q.grad, k.grad, v.grad, mask.grad
+
+
+@pytest.mark.parametrize("mask_shape,causal", [((150, 200), True), ((2, 1, 150, 200), False),
+                                               ((1, 200), False)], ids=str)
+def test_flash_attention_mask_gradient(mask_shape, causal):
+    """A float mask that requires grad gets dS summed to its shape (a ``[1, Sk]`` mask is
+    expanded for the kernel and folded back), in its dtype; q, k, v grads unchanged."""
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 150, 32, generator=g, requires_grad=True)
+    k, v = (torch.randn(2, 2, 200, 32, generator=g, requires_grad=True) for _ in range(2))
+    mask = torch.randn(mask_shape, generator=g, requires_grad=True)
+    dout = torch.randn(2, 4, 150, 32, generator=g)
+    with ops.count_kernels() as seen:
+        ops.attention(q, k, v, mask, causal).backward(dout)
+    assert seen == {"flash_attention": 1, "flash_attention_bwd": 1}
+    refs = _sdpa_grads(q, k, v, mask, dout, causal)
+    assert mask.grad.shape == mask.shape and mask.grad.dtype == mask.dtype
+    for got, ref in zip((q.grad, k.grad, v.grad, mask.grad), refs):
+        assert _rel_err(got, ref) < 1e-4
+
+
+def test_flash_attention_mask_gradient_through_lse():
+    """A gradient into lse takes the torch recomputation path; the mask still gets dS."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 40, 16, generator=g, requires_grad=True) for _ in range(3))
+    mask = torch.randn(40, 40, generator=g, requires_grad=True)
+    dout = torch.randn(1, 2, 40, 16, generator=g)
+    out, lse = ops.flash_attention(q, k, v, mask, False)
+    ((out * dout).sum() + lse.sum()).backward()
+    for got, ref in zip((q.grad, k.grad, v.grad, mask.grad),
+                        _sdpa_grads(q, k, v, mask, dout, False, with_lse=True)):
+        assert _rel_err(got, ref) < 1e-4
+
+
+def test_flash_attention_mask_gradient_opcheck():
+    """The backward op's schema, fake kernel and autograd registration with a mask grad."""
+    g = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(1, 2, 16, 8, generator=g) for _ in range(3))
+    mask = torch.randn(16, 16, generator=g)
+    out, lse = ops.flash_attention(q, k, v, mask, False)
+    args = (torch.randn_like(out), q, k, v, out, lse, None, mask, False, None, True)
+    torch.library.opcheck(torch.ops.nki.flash_attention_backward.default, args)
+    assert torch.ops.nki.flash_attention_backward(*args)[3].shape == mask.shape
+    torch.library.opcheck(torch.ops.nki.flash_attention.default,
+                          (q.requires_grad_(), k, v, mask.requires_grad_(), True, None))
 
 
 def _opcheck_cases():

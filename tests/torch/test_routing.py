@@ -80,9 +80,7 @@ def test_sdpa_host_forward_backward(mask, causal):
         out, lse = routing.sdpa_host(*args, hb, causal, None)
         grads = routing.sdpa_backward_host(torch.ones_like(out), *args, hb, out, lse,
                                            causal, None, bias_grad=True)
-    # the gradient of an additive mask comes from the torch math path
-    assert seen == ({"flash_attention": 1} if mask == "additive"
-                    else {"flash_attention": 1, "flash_attention_bwd": 1})
+    assert seen == {"flash_attention": 1, "flash_attention_bwd": 1}
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, is_causal=causal)
     ref.sum().backward()
     torch.testing.assert_close(out, ref)
@@ -90,6 +88,59 @@ def test_sdpa_host_forward_backward(mask, causal):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     if mask == "additive":
         torch.testing.assert_close(grads[3], bias.grad, rtol=1e-4, atol=1e-5)
+
+
+def _causal_folded(mask: torch.Tensor, causal: bool) -> torch.Tensor:
+    """``mask`` with the causal triangle added as -inf (torch's math SDPA refuses a mask that
+    requires grad together with ``is_causal``); differentiable in ``mask``."""
+    if not causal:
+        return mask
+    keep = torch.ones(mask.shape[-2:], dtype=torch.bool).tril()
+    return mask.masked_fill(~keep, float("-inf"))
+
+
+def _mask_grad_reference(q, k, v, mask, causal):
+    """q, k, v and mask gradients of ``sdpa(...).sum()`` by CPU torch autograd."""
+    leaves = [t.detach().clone().requires_grad_() for t in (q, k, v, mask)]
+    F.scaled_dot_product_attention(*leaves[:3], attn_mask=_causal_folded(leaves[3], causal)
+                                   ).sum().backward()
+    return [t.grad for t in leaves]
+
+
+MASK_SHAPES = {"shared": (16, 16), "per_batch": (2, 1, 16, 16), "per_head": (2, 2, 16, 16)}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", list(MASK_SHAPES))
+def test_sdpa_host_mask_gradient_runs_nki_backward(shape, causal):
+    q, k, v = _qkv()
+    mask = _rand(*MASK_SHAPES[shape], seed=4)
+    with ops.count_kernels() as seen:
+        out, lse = routing.sdpa_host(q, k, v, mask, causal, None)
+        *grads, dmask = routing.sdpa_backward_host(torch.ones_like(out), q, k, v, mask, out,
+                                                   lse, causal, None, bias_grad=True)
+    assert seen == {"flash_attention": 1, "flash_attention_bwd": 1}
+    assert dmask.shape == mask.shape and dmask.dtype == mask.dtype
+    want = _mask_grad_reference(q, k, v, mask, causal)
+    for got, ref in zip((*grads, dmask), want):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_host_mask_gradient_fallback_and_bool_mask():
+    q, k, v = _qkv()
+    mask = _rand(16, 16, seed=4)
+    want = _mask_grad_reference(q, k, v, mask, False)
+    with routing.routing(False), ops.count_kernels() as seen:     # the torch math path
+        out, lse = routing.sdpa_host(q, k, v, mask, False, None)
+        *grads, dmask = routing.sdpa_backward_host(torch.ones_like(out), q, k, v, mask, out,
+                                                   lse, False, None, bias_grad=True)
+    assert seen == {}
+    for got, ref in zip((*grads, dmask), want):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+    keep = mask > -1.0
+    out, lse = routing.sdpa_host(q, k, v, keep, False, None)
+    assert routing.sdpa_backward_host(torch.ones_like(out), q, k, v, keep, out, lse, False,
+                                      None, bias_grad=True)[3] is None      # no bool gradient
 
 
 def test_sdpa_host_gqa_and_fallbacks():
@@ -184,6 +235,36 @@ def test_sdpa_masks_on_neuron(routed, kind):
     fn = _Fn(lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
                                                            attn_mask=mask.to(q.device)))
     _both(fn, *_qkv())
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", list(MASK_SHAPES))
+def test_sdpa_mask_gradient_on_neuron(routed, shape, causal):
+    """The overrideable SDPA op and its autograd on neuron: a float mask that requires grad
+    gets its gradient from the NKI backward kernel (the op called directly: the device's C++
+    backend choice sends F.scaled_dot_product_attention with such a mask to the math path)."""
+    q, k, v = _qkv()
+    mask = _rand(*MASK_SHAPES[shape], seed=4)
+    leaves = [t.to("neuron").requires_grad_() for t in (q, k, v, mask)]
+    sdpa = torch.ops.aten._scaled_dot_product_fused_attention_overrideable
+    with ops.count_kernels() as seen:
+        out = sdpa(*leaves[:3], attn_bias=leaves[3], is_causal=causal)[0]
+        out.sum().backward()
+    assert seen == {"flash_attention": 1, "flash_attention_bwd": 1}
+    assert leaves[3].grad.device.type == "neuron" and leaves[3].grad.shape == mask.shape
+    for leaf, ref in zip(leaves, _mask_grad_reference(q, k, v, mask, causal)):
+        torch.testing.assert_close(leaf.grad.cpu(), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_mask_gradient_through_functional(routed):
+    """F.scaled_dot_product_attention with a float mask that requires grad: right gradients
+    on neuron, whichever path the device's backend choice takes."""
+    q, k, v = _qkv()
+    mask = _rand(2, 1, 16, 16, seed=4)
+    leaves = [t.to("neuron").requires_grad_() for t in (q, k, v, mask)]
+    F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3]).sum().backward()
+    for leaf, ref in zip(leaves, _mask_grad_reference(q, k, v, mask, False)):
+        torch.testing.assert_close(leaf.grad.cpu(), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_routing_off_runs_no_nki_kernel(routed):

@@ -3,9 +3,9 @@ file the generated code's runtime loops read.
 
 The register file is ``NUM_REGS`` int64 slots (each holding a 32-bit register value) in the
 PSUM arena's engine-state tail, ``REG_FILE_FROM_END`` bytes before its end (clear of the
-Scalar/Vector accumulators at the start of that area and of the dropout word at its very
-end). The tail is zeroed at the start of every run, so registers start at 0. Generated code
-binds the same bytes as ``R`` (:func:`register_file_source`) and loops over them directly.
+Scalar/Vector accumulators at the start of that area). The tail is zeroed at the start of
+every run, so registers start at 0. Generated code binds the same bytes as ``R``
+(:func:`register_file_source`) and loops over them directly.
 """
 
 from __future__ import annotations

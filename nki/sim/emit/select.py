@@ -1,6 +1,7 @@
 """Select family: ``iota``, ``affine_select``, ``range_select``, ``select_reduce``,
-``tensor_copy_predicated`` (also behind ``nl.where``), ``scalar_tensor_tensor``, ``dropout``,
-``nc_stream_shuffle``, ``max8``, ``nc_find_index8``, ``nc_match_replace8``.
+``tensor_copy_predicated`` (also behind ``nl.where``), ``scalar_tensor_tensor``,
+``nc_stream_shuffle``, ``max8``, ``nc_find_index8``, ``nc_match_replace8`` (``dropout`` draws
+from the RNG stream: ``nki/sim/emit/rng.py``).
 
 Selections whose inputs share ``dst``'s dtype move raw bit patterns, so they are exact for
 every dtype (NaN payloads, int32 beyond 2^24); the others compute in fp32. ``range_select`` and
@@ -43,10 +44,6 @@ NONE = -1  # "no operand: use the immediate"
 
 # nisa.reduce_cmd values (nki.ir.ops.ReduceCmd), literal so Numba folds them
 IDLE, RESET, REDUCE, RESET_REDUCE = 0, 1, 2, 3
-
-# The VectorE random-number state: one int32 counter in the last 4 bytes of the PSUM arena's
-# engine-register area (which starts zeroed each run). Each dropout call advances it.
-RNG_WORD_FROM_END = 1
 
 M32 = 0xFFFFFFFF
 
@@ -292,52 +289,6 @@ def scalar_tensor_tensor(H, S, PS, irow, frow, L):
     return 0
 
 
-# ----- dropout -----------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
-def _mul32(x, c):
-    """(x * c) mod 2^32 for x < 2^32 without leaving int64's exact range."""
-    return (x * (c & 0xFFFF) + (((x * (c >> 16)) & 0xFFFF) << 16)) & M32
-
-
-@njit(cache=True, nogil=True)
-def _uniform(counter, P, N):
-    """(P, N) fp32 uniforms in [0, 1) from a 32-bit hash of (counter, partition, element)."""
-    p = np.arange(P).reshape(P, 1)
-    j = np.arange(N).reshape(1, N)
-    x = ((counter * 0x9E3779B1) & M32) ^ ((p * 0x85EBCA77) & M32) ^ ((j * 0xC2B2AE3D) & M32)
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
-    x = x ^ (x >> 16)
-    return (x >> 8).astype(np.float32) * np.float32(1.0 / 16777216.0)
-
-
-@njit(cache=True, nogil=True)
-def _rng_next(PS):
-    w = PS.view(np.int32)
-    k = w.size - RNG_WORD_FROM_END
-    c = np.int64(w[k]) & 0x7FFFFFFF
-    w[k] = np.int32((c + 1) & 0x7FFFFFFF)
-    return c
-
-
-@helper
-@njit(cache=True, nogil=True)
-def dropout(H, S, PS, irow, frow, L):
-    """dst = 0 where uniform < prob else data (raw bits). ints: P, N; floats: prob value.
-    operands: dst, data, prob."""
-    P, N = irow[2], irow[3]
-    if _absent(irow, OP2):
-        prob = np.full((1, 1), np.float32(frow[0]), np.float32)
-    else:
-        prob = _f32(H, S, PS, irow, OP2, L, P)
-    drop = _uniform(_rng_next(PS), P, N) < prob
-    x = _bits(H, S, PS, irow, OP1, L, P)
-    store_bits(H, S, PS, irow, OP0, L, np.where(drop, np.zeros((P, N), np.int64), x))
-    return 0
-
-
 # ----- shuffle and top-8 -------------------------------------------------------------------
 @helper
 @njit(cache=True, nogil=True)
@@ -551,13 +502,6 @@ def encode_scalar_tensor_tensor(ins, w, ops):
            int(ins.attr("reverse0")), int(ins.attr("reverse1")))
     w.floats(imm(ins.attr("operand0_value")))
     for role in ("dst", "data", "operand0", "operand1"):
-        w.operand(ops.get(role))
-
-
-@emitter(Opcode.DROPOUT, dropout)
-def encode_dropout(ins, w, ops):
-    w.ints(*_pn(ins, "dst")).floats(imm(ins.attr("prob")))
-    for role in ("dst", "data", "prob"):
         w.operand(ops.get(role))
 
 
