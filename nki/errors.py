@@ -76,6 +76,8 @@ CATALOG: dict[str, str] = {
     "err_tensor_output_not_written_to": "a kernel output is never written",
     "err_unexpected_output_dependencies": "the same location is written by different parallel "
     "iterations or cores",
+    "err_unsupported_expression_in_mask": "a mask must compare affine expressions of "
+    "nl.arange / loop indices, combined with '&'",
     "err_unsupported_memory": "an operand is in a memory this instruction cannot access",
     "err_unsupported_mixing_basic_advanced_tensor_indexing": "basic and advanced indexing "
     "cannot be mixed",

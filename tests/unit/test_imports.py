@@ -11,8 +11,10 @@ ROOT = Path(__file__).resolve().parents[2] / "nki"
 # torch tensor is passed in, so the core never pays for importing torch)
 FORBIDDEN = {
     "ir": {"lang", "jit", "sim", "legacy", "torch"},
-    "lang": {"jit", "sim", "torch"},
+    "lang": {"jit", "sim", "legacy", "torch"},
+    "jit": {"legacy"},
     "sim": {"lang", "jit", "legacy", "torch"},
+    "legacy": {"sim", "torch"},
 }
 
 
@@ -58,3 +60,17 @@ def test_core_never_imports_the_torch_exceptions():
         users = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
                  if module in _imports(p)]
         assert not users, f"{module} imports torch and must stay out of the core: {users}"
+
+
+def test_only_the_neuronxcc_shim_imports_the_legacy_dialect():
+    """nki.legacy sits on top of nki.lang/nki.jit; nothing else in nki reaches into it, and
+    the top-level ``neuronxcc`` package only re-exports (no logic of its own)."""
+    users = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
+             if "legacy" not in p.relative_to(ROOT).parts[:1]
+             and any(m == "nki.legacy" or m.startswith("nki.legacy.") for m in _imports(p))]
+    assert not users, f"nki.legacy imported from inside nki: {users}"
+    shim = ROOT.parent / "neuronxcc"
+    for path in shim.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        logic = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert not logic, f"{path.relative_to(ROOT.parent)} defines {logic[0].name}"

@@ -1,0 +1,5 @@
+"""``neuronxcc.nki.language.constants``: ``sizeinbytes``."""
+
+from nki.legacy.constants import sizeinbytes
+
+__all__ = ["sizeinbytes"]

@@ -1,0 +1,109 @@
+"""``mask=``: a predicate over index expressions, applied as a rectangle (spec §1.9).
+
+Every legacy ``nl``/``nisa`` call takes a compile-time ``mask``; the compiler shrinks (or
+skips) the instruction. A mask whose atoms each bound one broadcast position is a rectangle
+of the instruction's iteration space: every full-shaped operand is sliced along the bounded
+positions, ``[P, 1]`` and broadcast operands only along the positions where they are full.
+A mask comparing two positions is not a rectangle and raises ``nki_not_implemented``; a mask
+that is false everywhere skips the instruction, as the compiler does.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import ceil, floor
+
+from nki.errors import NkiUnsupportedError, fail
+from nki.lang.indexing import index_view
+from nki.lang.tensor import NkiTensor
+from nki.lang.tracer import user_loc, validation
+from nki.legacy.index import Predicate
+
+Rect = dict  # position -> (lo, hi): the mask holds for lo <= i_position < hi
+
+
+def _bound(c: int, const: int, op: str, n: int) -> tuple[int, int]:
+    """The interval of ``i`` in ``[0, n)`` with ``c*i + const op 0`` (``c != 0``)."""
+    if op in (">", ">="):
+        c, const, op = -c, -const, "<" if op == ">" else "<="
+    t = Fraction(-const, c)
+    lo, hi = 0, n
+    if c > 0:
+        hi = min(n, ceil(t) if op == "<" else floor(t) + 1)
+    else:
+        lo = max(0, floor(t) + 1 if op == "<" else ceil(t))
+    return lo, hi
+
+
+def _holds(const: int, op: str) -> bool:
+    return {"<": const < 0, "<=": const <= 0, ">": const > 0, ">=": const >= 0}[op]
+
+
+def rectangle(mask, space: tuple[int, ...], api: str) -> Rect | None:
+    """The rectangle ``mask`` selects in an iteration space of shape ``space``; ``{}`` for no
+    mask, None when it selects nothing."""
+    if mask is None or mask is True:
+        return {}
+    if mask is False:
+        return None
+    if not isinstance(mask, Predicate):
+        raise validation("err_unsupported_expression_in_mask", f"{api}: mask= must be a "
+                         f"comparison of nl.arange/nl.mgrid indices, got "
+                         f"{type(mask).__name__}")
+    rank = len(space)
+    if mask.rank > rank:
+        raise validation("err_unsupported_expression_in_mask", f"{api}: the mask has rank "
+                         f"{mask.rank} but the instruction's tiles have rank {rank}")
+    rect: Rect = {}
+    for diff, op in mask.atoms:
+        d = diff.aligned(rank)
+        used = [k for k, c in enumerate(d.coefs) if c]
+        if not used:
+            if not _holds(d.const, op):
+                return None
+            continue
+        if len(used) > 1:
+            raise fail("nki_not_implemented", f"{api}: mask {d!r} {op} 0 compares broadcast "
+                       f"positions {used}; only masks that bound one index each (a "
+                       "rectangle) are simulated. Use nisa.affine_select for triangles.",
+                       user_loc(), NkiUnsupportedError)
+        k = used[0]
+        lo, hi = _bound(d.coefs[k], d.const, op, space[k])
+        old = rect.get(k, (0, space[k]))
+        rect[k] = (max(lo, old[0]), min(hi, old[1]))
+        if rect[k][0] >= rect[k][1]:
+            return None
+    return {k: v for k, v in rect.items() if v != (0, space[k])}
+
+
+def shrink(t, rect: Rect, space: tuple[int, ...], role: str, api: str):
+    """``t`` sliced to the rectangle: along each bounded position where it is full-sized."""
+    if not isinstance(t, NkiTensor):
+        return t
+    oob = getattr(t, "_oob", None)
+    if oob is not None:
+        from nki.legacy.tile import out_of_bounds
+
+        err = out_of_bounds(t, rect)
+        if err is not None:
+            raise err
+    if not rect:
+        return t if oob is None else _checked(t)
+    key = [slice(None)] * t.ndim
+    for k, (lo, hi) in rect.items():
+        if k >= t.ndim or t.shape[k] == 1:
+            continue     # broadcast along this position (a [P, 1] operand, a reduced dim)
+        if t.shape[k] != space[k]:
+            raise fail("nki_not_implemented", f"{api}: cannot apply the mask to operand "
+                       f"{role!r} {t.shape}: its dim {k} does not match the iteration "
+                       f"space {space}", user_loc(), NkiUnsupportedError)
+        key[k] = slice(lo, hi)
+    out = index_view(t, tuple(key)) if any(k != slice(None) for k in key) else t
+    return out if oob is None else _checked(out)
+
+
+def _checked(t):
+    """A copy of an index-expression view whose access the mask made in-bounds."""
+    from nki.legacy.tile import LegacyTile
+
+    return LegacyTile(t._decl, t._dtype, t._part, t._off, t._dims, t._ind)

@@ -1,0 +1,165 @@
+"""The legacy ``nl`` namespace (``neuronxcc.nki.language``): the old signatures
+(``f(x, y, *, dtype=None, mask=None)``), each function also an operator token
+(``op=nl.add``), plus the constants and dtypes shared with the current dialect."""
+
+from __future__ import annotations
+
+from nki.ir.ops import Act, Alu
+from nki.lang.math import _BINARY, _UNARY
+from nki.lang.operators import token
+from nki.language import (  # noqa: F401 - re-exported
+    bfloat16,
+    bfp16,
+    bool_,
+    ds,
+    float8_e4m3,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    fp32,
+    int8,
+    int16,
+    int32,
+    tfloat32,
+    tile_size,
+    uint8,
+    uint16,
+    uint32,
+)
+from nki.legacy import math as _m
+from nki.legacy.index import arange, mgrid  # noqa: F401
+from nki.legacy.language import (  # noqa: F401
+    ParDim,
+    affine_range,
+    empty_like,
+    full,
+    hbm,
+    load,
+    load_transpose2d,
+    nc,
+    ndarray,
+    num_programs,
+    ones,
+    ones_like,
+    par_dim,
+    private_hbm,
+    program_id,
+    program_ndim,
+    psum,
+    sbuf,
+    sequential_range,
+    shared_constant,
+    shared_hbm,
+    shared_identity_matrix,
+    spmd_dim,
+    static_range,
+    store,
+    zeros,
+    zeros_like,
+)
+from nki.legacy.math import (  # noqa: F401
+    broadcast_to,
+    dropout,
+    gather_flattened,
+    matmul,
+    mean,
+    rms_norm,
+    softmax,
+    transpose,
+    var,
+    where,
+)
+
+
+def _make_binary(name: str, alu: Alu):
+    def fn(x, y, *, dtype=None, mask=None, **kwargs):
+        return _m.binary(f"nl.{name}", alu, x, y, dtype, mask)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Elementwise ``{name}`` with numpy broadcasting (a tile, a [P,1] tile or "
+                  f"a number on either side); a pending SBUF tile.\n\n    Example:\n"
+                  f"        >>> z = nl.{name}(a, b)   # doctest: +SKIP\n")
+    return token(alu=alu)(fn)
+
+
+def _make_unary(name: str, act: Act | None, alu: Alu | None):
+    def fn(x, *, dtype=None, mask=None, **kwargs):
+        return _m.unary(f"nl.{name}", act, alu, x, dtype, mask)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"Elementwise ``{name}``; a pending SBUF tile.\n\n    Example:\n"
+                  f"        >>> y = nl.{name}(x)   # doctest: +SKIP\n")
+    return token(alu=alu, act=act)(fn)
+
+
+def _make_reduce(name: str, alu: Alu):
+    def fn(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
+        return _m.reduction(f"nl.{name}", alu, x, axis, dtype, mask, keepdims)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"``{name}`` over trailing free ``axis`` (int or list); a pending SBUF "
+                  f"tile.\n\n    Example:\n        >>> r = nl.{name}(x, axis=[1])   "
+                  "# doctest: +SKIP\n")
+    return token(alu=alu)(fn)
+
+
+_FUNCTIONS: dict = {n: _make_binary(n, a) for n, a in _BINARY.items()}
+_FUNCTIONS.update({n: _make_unary(n, act, alu) for n, (act, alu) in _UNARY.items()
+                   if n != "copy"})
+_FUNCTIONS.update({n: _make_unary(n, None, a) for n, a in (("logical_not", Alu.logical_not),
+                                                          ("invert", Alu.invert))})
+_FUNCTIONS.update({n: _make_reduce(n, a) for n, a in (("sum", Alu.add), ("max", Alu.maximum),
+                                                      ("min", Alu.minimum),
+                                                      ("prod", Alu.multiply))})
+globals().update(_FUNCTIONS)
+
+copy = token(alu=Alu.bypass, act=Act.copy)(_m.copy)
+all = _m.all_   # noqa: A001 - NKI's name
+
+
+def device_print(prefix, x, *, mask=None, **kwargs):
+    """Print a tile while simulating (``nl.device_print("x=", t)``)."""
+    from nki.lang.misc import device_print as dp
+
+    return dp(prefix, _m.value(x))
+
+
+def _not_simulated(name: str):
+    def fn(*args, **kwargs):
+        from nki.errors import NkiUnsupportedError, fail
+        from nki.lang.tracer import user_loc
+
+        raise fail("nki_not_implemented", f"nl.{name} of the legacy dialect is not simulated",
+                   user_loc(), NkiUnsupportedError)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``nl.{name}``: not simulated (raises ``nki_not_implemented``)."
+    return fn
+
+
+loop_reduce = _not_simulated("loop_reduce")
+all_reduce = _not_simulated("all_reduce")
+atomic_rmw = _not_simulated("atomic_rmw")
+
+
+def static_cast(input_data, dtype):
+    """A Python scalar converted to ``dtype`` at trace time (``nl.static_cast(3.7, nl.int32)``
+    is 4: round to nearest even, as the engines cast)."""
+    import numpy as np
+
+    from nki.lang.indexing import as_dtype
+
+    dt = as_dtype(dtype)
+    if dt.is_int:
+        return int(np.rint(input_data))
+    return float(np.asarray(input_data, np.float32).astype(dt.host_dtype()).astype(np.float32))
+
+
+def expand_dims(data, axis: int):
+    """A view of ``data`` with a new size-1 dim at ``axis``."""
+    return _m.value(data).expand_dims(axis)
+
+
+__all__ = [n for n in dir() if not n.startswith("_")
+           and n not in ("annotations", "Act", "Alu", "token")]
