@@ -10,7 +10,7 @@ lands at the same address each time, which is what lets the reroll pass fold the
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from nki.errors import NkiCapacityError, fail
 from nki.ir.nodes import DYN_LOOPS, Instr, Program, RecordedLoop, TensorDecl
@@ -21,52 +21,101 @@ HBM_ALIGN = 64
 SBUF_ALIGN = 4
 
 
-def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
-    """First and last statement index (in unrolled order) that touch each tensor.
+Frame = tuple[tuple[int, int], ...]   # the (loop, iteration) pairs around a statement
 
-    A tensor used inside a loop that it was created before stays live until that loop ends
-    (as a compiler keeps a loop-invariant value): freeing it after its last use in the last
-    iteration would hand its bytes to that iteration's tiles, so the last iteration would be
-    laid out differently and could not be folded with the others.
 
-    A runtime loop (``DynFor``/``DynWhile``) was traced once but runs many times: every
-    tensor its body touches is live for the whole loop, so no two of them share bytes."""
-    ranges: dict[int, tuple[int, int]] = {}
-    dyn: set[int] = set()                    # spans of runtime loops
-    loops_at: list[tuple[int, ...]] = []     # per instruction: the loops around it
-    spans: list[list[int]] = []              # per loop: [first, last] instruction index
-    counter = [0]
+@dataclass
+class _Walk:
+    """What one pass over the unrolled trace learns, by instruction index (program order)."""
 
-    def visit(stmts, stack: tuple[int, ...]) -> None:
+    uses: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> first, last use
+    frames: list[Frame] = field(default_factory=list)               # per instruction
+    spans: list[list[int]] = field(default_factory=list)            # per loop: first, last
+    dyn: set[int] = field(default_factory=set)                      # runtime loops
+    born: dict[int, tuple[Frame, int]] = field(default_factory=dict)
+    """tid -> (frame it was created in, last instruction of that iteration) for tensors
+    created inside a recorded loop (``RecordedLoop.tensors``); the rest were created outside
+    every recorded loop."""
+
+    def visit(self, stmts, frame: Frame) -> None:
         for stmt in stmts:
             if isinstance(stmt, (RecordedLoop, *DYN_LOOPS)):
-                spans.append([counter[0], counter[0]])
-                inner = stack + (len(spans) - 1,)
+                loop = len(self.spans)
+                self.spans.append([len(self.frames), len(self.frames)])
                 if isinstance(stmt, RecordedLoop):
-                    for it in stmt.iterations:
-                        visit(it, inner)
+                    for k, body in enumerate(stmt.iterations):
+                        self.visit(body, frame + ((loop, k),))
+                        made = stmt.tensors[k] if k < len(stmt.tensors) else ()
+                        for tid in made:
+                            self.born[tid] = (frame + ((loop, k),), len(self.frames) - 1)
                 else:
-                    dyn.add(inner[-1])
-                    visit(stmt.body, inner)
-                spans[inner[-1]][1] = counter[0] - 1
+                    self.dyn.add(loop)
+                    self.visit(stmt.body, frame + ((loop, 0),))
+                self.spans[loop][1] = len(self.frames) - 1
             elif isinstance(stmt, Instr):
-                index = counter[0]
+                index = len(self.frames)
                 for _, acc, _ in stmt.accesses():
-                    lo, hi = ranges.get(acc.tensor, (index, index))
-                    ranges[acc.tensor] = (min(lo, index), max(hi, index))
-                loops_at.append(stack)
-                counter[0] += 1
+                    lo, hi = self.uses.get(acc.tensor, (index, index))
+                    self.uses[acc.tensor] = (min(lo, index), max(hi, index))
+                self.frames.append(frame)
 
-    visit(program.body, ())
-    for tid, (lo, hi) in ranges.items():
-        for loop in loops_at[lo] + loops_at[hi]:
-            if loop in dyn:
-                lo, hi = min(lo, spans[loop][0]), max(hi, spans[loop][1])
-        for loop in loops_at[hi]:
-            if spans[loop][0] > lo:
-                hi = max(hi, spans[loop][1])
+
+def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
+    """First and last statement index (in unrolled order) during which each tensor is live.
+
+    A tensor is live from its first to its last use, with two exceptions, both about loops:
+
+    * A tensor used inside a loop that it was created before stays live for that whole loop
+      (as a compiler keeps a loop-invariant value): freeing it after its last use, or
+      placing it only at its first use, would share its bytes with tiles of other
+      iterations. Those iterations would then be laid out differently (and could not be
+      folded), and the iterations of an ``affine_range``, which may run in parallel, would
+      write the same bytes. What matters is where the tensor was *created*, which may be
+      an earlier loop than its first use (a tile made in one loop and first written in the
+      next): such a tensor is live from its creation.
+    * A runtime loop (``DynFor``/``DynWhile``) was traced once but runs many times: every
+      tensor its body touches is live for the whole loop, so no two of them share bytes."""
+    walk = _Walk()
+    walk.visit(program.body, ())
+    made_by = _creation_bounds(walk.uses)
+    ranges = {}
+    for tid, (lo, hi) in walk.uses.items():
+        born, it_end = walk.born.get(tid, ((), lo))
+        if born != walk.frames[lo]:        # created in another iteration or outside a loop
+            lo = min(lo, made_by[tid], it_end, _entry_of(walk, born, walk.frames[lo]))
+            lo = max(lo, 0)
+        for loop, _ in walk.frames[lo] + walk.frames[hi]:
+            if loop in walk.dyn:
+                lo, hi = min(lo, walk.spans[loop][0]), max(hi, walk.spans[loop][1])
+        outer = {loop for loop, _ in born}
+        for loop, _ in walk.frames[hi]:
+            if loop not in outer:          # created before this loop: live to its end
+                hi = max(hi, walk.spans[loop][1])
         ranges[tid] = (lo, hi)
     return ranges
+
+
+def _creation_bounds(uses: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """An upper bound on where each tensor was created: the trace numbers tensors in
+    creation order, so a tensor exists before any later-numbered tensor is first used."""
+    bounds, soonest = {}, None
+    for tid in sorted(uses, reverse=True):
+        first = uses[tid][0]
+        soonest = first if soonest is None else min(soonest, first)
+        bounds[tid] = soonest
+    return bounds
+
+
+def _entry_of(walk: _Walk, born: Frame, used: Frame) -> int:
+    """The first instruction of the outermost loop around ``used`` that the tensor was
+    created outside of, else a large number. (Created in an earlier iteration of a loop
+    around ``used``: the end of that iteration bounds the creation better.)"""
+    common = 0
+    while common < min(len(born), len(used)) and born[common] == used[common]:
+        common += 1
+    if common == len(used) or (common < len(born) and born[common][0] == used[common][0]):
+        return len(walk.frames)
+    return walk.spans[used[common][0]][0]
 
 
 class _FreeList:

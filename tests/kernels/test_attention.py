@@ -200,6 +200,23 @@ def test_trn1_target_limits():
         assert rel_err(g, r.numpy()) < 1e-4
 
 
+def test_race_checked_forward_runs():
+    """check_races=True: each query tile's state, made in one affine loop and first written
+    in a later one, gets bytes of its own (no two iterations write the same SBUF bytes)."""
+    from nki.kernels.attention import attention_reference, flash_attention_fwd
+
+    c = (1, 1, 1, 256, 256, 64, "fp32", True, None)
+    q, k, v, _ = make_inputs(c)
+    o, lse = nki.jit(flash_attention.fn, check_races=True, cache=False)(q, k, v, None, True)
+    ref_o, ref_lse = attention_reference_torch(q, k, v, None, True)
+    assert rel_err(o, ref_o.numpy()) < 1e-4
+    np.testing.assert_allclose(lse, ref_lse.numpy(), rtol=1e-5, atol=1e-4)
+    out = nki.jit(flash_attention_fwd.fn, check_races=True, cache=False)(
+        q[0, 0], k[0, 0], v[0, 0], True)
+    np.testing.assert_allclose(out, attention_reference(q[0, 0], k[0, 0], v[0, 0], True),
+                               rtol=1e-4, atol=1e-4)
+
+
 # ----- mask gradient: dS summed over the mask's broadcast dims ------------------------------
 # (batch, q heads, kv heads, Sq, Sk, d, dtype, causal, mask) as above, plus "4dfull"
 # ([B, H, Sq, Sk]: one mask row per head, stored without accumulation)
