@@ -104,6 +104,21 @@ def test_tensor_reduce_max_tokens_negate_keepdims(backend, rng, op):
     _bits_equal(y, -a.max(axis=2, keepdims=True))
 
 
+@pytest.mark.parametrize("op,ref", [(nl.maximum, np.max), (nl.minimum, np.min)])
+@pytest.mark.parametrize("width", [1, 2, 3, 17, 513])
+def test_tensor_reduce_extremes_nan_inf_and_odd_widths(backend, rng, op, ref, width):
+    """Row max/min fold by halving: any NaN in a row wins, infinities and odd widths (the
+    leftover element of each halving step) are kept, as np.max/np.min."""
+    a = rng.standard_normal((130, width)).astype(np.float32)
+    a[3, width // 2] = np.nan
+    a[5, 0] = np.inf
+    a[6, width - 1] = -np.inf
+    a[7, :] = np.nan
+    body = (lambda r, x: nisa.tensor_reduce(dst=r, op=op, data=x, axis=1))
+    got = _run(_tiled(body, (1,)), backend, a)
+    np.testing.assert_array_equal(got[:, 0], ref(a, axis=1))
+
+
 def test_tensor_reduce_reads_psum_and_views(backend, rng):
     a = rng.standard_normal((1, 4, 6)).astype(np.float32)
 
@@ -262,6 +277,26 @@ def test_tensor_scalar_reduce_reset_and_reverse(backend, rng):
     _bits_equal(y[:, 0], (np.float32(1) - a).max(axis=1))
     _bits_equal(y[:, 1], np.zeros(100, np.float32))     # reset: the add identity, no update
     _bits_equal(y[:, 2:], np.float32(1) - a)
+
+
+@pytest.mark.parametrize("op0", [nl.abs_max, nl.power])
+def test_tensor_scalar_reduce_general_operators(backend, rng, op0):
+    """op0 without a column fast path (the general ALU code)."""
+    a = np.abs(rng.standard_normal((100, 12))).astype(np.float32) + np.float32(0.5)
+    a[::3] *= np.float32(-1) if op0 is nl.abs_max else np.float32(1)
+
+    def body(r, x):
+        y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=y, data=x, op0=op0, operand0=1.5, reduce_op=nl.add,
+                                  reduce_res=r)
+    y = _run(_tiled(body, (1,)), backend, a)
+    c = np.float32(1.5)
+    if op0 is nl.abs_max:       # exact: compare bits
+        expect = _fold_cols(np.add, np.zeros(100), np.maximum(np.abs(a), c))
+        _bits_equal(y, expect.reshape(100, 1))
+    else:                       # pow: libm's last bit may differ from numpy's
+        expect = (a.astype(np.float64) ** 1.5).sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(y, expect, rtol=1e-5)
 
 
 def _tsr_ranges_kernel(a):

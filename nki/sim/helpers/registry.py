@@ -78,16 +78,17 @@ def _chunked_py(impl: Callable) -> Callable:
 
 
 _PLAIN_ENTRY = "    return impl(H, S, PS, irow, frow, L)"
+# one call site of impl (the entry inlines it): rows == 0 runs it once on the whole row
 _ROW_WISE_ENTRY = """    P, rows = chunk_rows(irow)
-    if rows == 0:
-        return impl(H, S, PS, irow, frow, L)
     sub = irow.copy()
-    for p0 in range(0, P, rows):
-        set_chunk(irow, sub, p0, min(rows, P - p0))
+    p0 = 0
+    while True:
+        if rows > 0:
+            set_chunk(irow, sub, p0, min(rows, P - p0))
         status = impl(H, S, PS, sub, frow, L)
-        if status:
-            return status
-    return 0"""
+        p0 += rows
+        if status != 0 or rows == 0 or p0 >= P:
+            return status"""
 
 
 def _entry_module(hid: int) -> tuple[str, str]:
@@ -105,10 +106,14 @@ def _entry_module(hid: int) -> tuple[str, str]:
     body = _ROW_WISE_ENTRY if _ROW_WISE[hid] else _PLAIN_ENTRY
     text = "\n".join([
         f"# helper source {hashlib.sha256(module_src.encode()).hexdigest()[:16]}",
-        "from numba import carray, cfunc",
+        "from numba import carray, cfunc, njit",
         "from nki.sim.helpers.memory import chunk_rows, set_chunk",
         "from nki.sim.helpers.registry import C_SIGNATURE",
-        f"from {impl.py_func.__module__} import {_NAMES[hid]} as impl",
+        f"from {impl.py_func.__module__} import {_NAMES[hid]} as helper",
+        "",
+        "# the helper's body inlined (Numba IR) into the entry: compiled once, in the entry,",
+        "# rather than once as a function of its own and again in the entry that links it",
+        "impl = njit(inline='always', nogil=True)(helper.py_func)",
         "",
         "",
         "@cfunc(C_SIGNATURE, nogil=True)",
