@@ -77,12 +77,13 @@ def layernorm(x, gamma, beta, eps=1e-5):
         tile = nl.ndarray((P, D), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=tile, src=x[p0:p1, :])
         mv, rstd = _mean_rstd(tile, P, D, chunks, eps)
+        # two VectorE passes: (x - mean) * gamma, then that * rstd + beta
         norm = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=norm, data=tile, op0=nl.subtract, operand0=mv[:, 0:1],
-                           op1=nl.multiply, operand1=rstd)
-        nisa.tensor_tensor(dst=norm, data1=norm, data2=g[0:P, :], op=nl.multiply)
+        nisa.scalar_tensor_tensor(dst=norm, data=tile, op0=nl.subtract, operand0=mv[:, 0:1],
+                                  op1=nl.multiply, operand1=g[0:P, :])
         res = nl.ndarray((P, D), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=res, data1=norm, data2=b[0:P, :], op=nl.add)
+        nisa.scalar_tensor_tensor(dst=res, data=norm, op0=nl.multiply, operand0=rstd,
+                                  op1=nl.add, operand1=b[0:P, :])
         nisa.dma_copy(dst=out[p0:p1, :], src=res)
     return out
 
