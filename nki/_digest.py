@@ -36,8 +36,8 @@ def nki_digest() -> str:
 # the modules every compiled helper inlines; a change to one of them can leave another
 # module's cached machine code stale. (A helper's own module is covered by Numba's own file
 # stamp, and its C entry module is named by a hash of the helper's source.)
-SHARED = ("sim/helpers/*.py", "sim/numerics.py", "sim/blas.py", "sim/transcend/*.py", "sim/layout.py",
-          "ir/types.py")
+SHARED = ("sim/helpers/*.py", "sim/numerics.py", "sim/blas.py", "sim/transcend/*.py",
+          "sim/layout.py", "ir/types.py")
 # never inlined into machine code: the registry only names and wraps helpers (each entry
 # module is named by a hash of its own text)
 NOT_INLINED = ("sim/helpers/registry.py",)

@@ -73,6 +73,8 @@ CATALOG: dict[str, str] = {
     "err_size_of_dimension_exceed_arch_limit": "a dimension exceeds the architecture limit",
     "err_store_dst_shape_smaller_than_other_shape": "the destination is smaller than the source",
     "err_tensor_access_out_of_bound": "the access is out of the tensor's bounds",
+    "err_tensor_creation_on_scratchpad_with_init_value_not_supported": "directly allocated "
+    "SBUF/PSUM tensors cannot be created with an initial value",
     "err_tensor_output_not_written_to": "a kernel output is never written",
     "err_unexpected_output_dependencies": "the same location is written by different parallel "
     "iterations or cores",
@@ -149,6 +151,11 @@ class NkiRuntimeError(NkiError):
     """A fault while simulating (for example a dynamic offset out of bounds)."""
 
 
+class NkiIndexError(NkiRuntimeError, IndexError):
+    """A run-time out-of-bounds access; also an ``IndexError``, as AWS's simulator raised
+    for an indirect DMA index out of range."""
+
+
 class NkiUnsupportedError(NkiError, NotImplementedError):
     """A legal NKI feature the simulator does not implement yet."""
 
@@ -160,4 +167,6 @@ class NkiTypeError(NkiValidationError, TypeError):
 def fail(code: str, detail: str, loc: SourceLoc | None = None,
          cls: type[NkiError] = NkiValidationError) -> NkiError:
     """Build (not raise) an error; callers write ``raise fail(...)`` so tracebacks stay short."""
+    if cls is NkiRuntimeError and code == "nki_runtime_out_of_bounds":
+        cls = NkiIndexError
     return cls(code, detail, loc)

@@ -220,7 +220,8 @@ def reshape_view(t: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
 def as_dtype(dtype) -> DType:
     """Accept nki dtypes, their names and numpy/ml_dtypes dtypes."""
     if isinstance(dtype, DType):
-        return dtype
+        # a DType subclass (the legacy dialect's numpy-comparable face) becomes the plain one
+        return dtype if type(dtype) is DType else BY_NAME[dtype.name]
     if isinstance(dtype, str) and dtype in BY_NAME:
         return BY_NAME[dtype]
     import numpy as np

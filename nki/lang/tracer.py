@@ -184,15 +184,16 @@ class Trace:
         return np.lib.stride_tricks.as_strided(flat[base:], shape=shape, strides=strides)
 
     def record_write(self, acc: Access, by_matmul: bool = False, dynamic: bool = False) -> None:
-        table = self._written.get(acc.tensor)
-        if table is None:
-            return
         # a write whose place is known only at run time may touch any byte of the tensor
-        view = table if dynamic or _dynamic(acc) else self._byte_view(table, acc)
-        view[...] = True
+        whole = dynamic or _dynamic(acc)
+        table = self._written.get(acc.tensor)
+        if table is not None:
+            (table if whole else self._byte_view(table, acc))[...] = True
+        # PSUM placed by address= has no fresh-bytes table but still tracks its matmul
+        # writes, or accumulate=None would restart the accumulation group at every matmul
         mm = self._mm_written.get(acc.tensor)
         if mm is not None:
-            (mm if dynamic or _dynamic(acc) else self._byte_view(mm, acc))[...] = by_matmul
+            (mm if whole else self._byte_view(mm, acc))[...] = by_matmul
 
     def written_state(self, acc: Access, matmul: bool = False) -> str:
         """``"all"``, ``"none"`` or ``"some"`` of the bytes of ``acc`` written (by a matmul)."""

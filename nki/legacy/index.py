@@ -96,6 +96,8 @@ class IndexExpr:
 
     # ----- affine arithmetic ---------------------------------------------------------------
     def _combine(self, other, sign: int) -> IndexExpr:
+        if sign == 1 and (hasattr(other, "decl") or hasattr(other, "materialize")):
+            return NotImplemented       # expr + tile: a dynamic index (the tile's __radd__)
         if isinstance(other, IndexExpr):
             rank = max(self.ndim, other.ndim)
             a, b = self.aligned(rank), other.aligned(rank)
@@ -153,6 +155,29 @@ class IndexExpr:
         raise _arange_error("iterating over an index expression")
 
 
+class DynIndex:
+    """``tile + expr``: an index whose start is read at run time from a 1-element tile
+    (``t[i_p, idx[0, j] + i_f]``, the legacy ``tensor_copy_dynamic_*`` idiom); ``expr`` (an
+    index expression or an int) is the static part.
+
+    Example:
+        >>> src[i_p, off_tile[0, b] + i_f]        # doctest: +SKIP
+    """
+
+    __slots__ = ("tile", "expr")
+
+    def __init__(self, tile, expr):
+        self.tile, self.expr = tile, expr
+
+    def __add__(self, other) -> DynIndex:
+        return DynIndex(self.tile, self.expr + other)
+
+    __radd__ = __add__
+
+    def __repr__(self) -> str:
+        return f"DynIndex({getattr(self.tile, 'name', self.tile)} + {self.expr!r})"
+
+
 def _int(value, op: str) -> int:
     if isinstance(value, bool) or not hasattr(value, "__index__"):
         raise validation("err_unsupported_expression_in_mask", f"index expressions combine "
@@ -206,8 +231,32 @@ class Predicate:
     def rank(self) -> int:
         return max((d.ndim for d, _ in self.atoms), default=0)
 
+    def squeezed(self, rank: int) -> Predicate:
+        """The predicate over ``rank`` positions, its size-1 free positions dropped as
+        :func:`squeeze_positions` drops them from an indexed tile."""
+        r = self.rank
+        diffs = [d.aligned(r) for d, _ in self.atoms]
+        sizes = tuple(max(d.sizes[k] for d in diffs) for k in range(r))
+        diffs, _ = squeeze_positions(diffs, sizes, rank)
+        return Predicate(tuple((d, op) for d, (_, op) in zip(diffs, self.atoms)))
+
     def __repr__(self) -> str:
         return " & ".join(f"({d!r} {op} 0)" for d, op in self.atoms)
+
+
+def squeeze_positions(exprs: list[IndexExpr], sizes: tuple[int, ...],
+                      rank: int) -> tuple[list[IndexExpr], tuple[int, ...]]:
+    """Drop size-1 free positions (leftmost first) until ``rank`` remain. Kernels index
+    with some of the expressions of a wider ``nl.mgrid`` (``ix, iw, iy = nl.mgrid[0:128,
+    0:1, 0:N]``; ``a[ix, iy]``) and use the result as the ``[128, N]`` tile it selects; a
+    size-1 position carries no index (coefficient 0), so dropping it changes no address."""
+    sizes = list(sizes)
+    while len(sizes) > rank and 1 in sizes[1:]:
+        j = sizes.index(1, 1)
+        del sizes[j]
+        exprs = [IndexExpr(e.const, e.coefs[:j] + e.coefs[j + 1:], e.sizes[:j] + e.sizes[j + 1:])
+                 for e in exprs]
+    return exprs, tuple(sizes)
 
 
 def flip(op: str) -> str:

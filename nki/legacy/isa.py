@@ -12,9 +12,12 @@ from nki.lang import reduce as _red
 from nki.lang import select as _sel
 from nki.lang import vector as _vec
 from nki.lang.common import Call, dtype_of
+from nki.lang.operators import as_alu
 from nki.lang.tracer import validation
 from nki.legacy.index import IndexExpr, Predicate
+from nki.legacy.mask import rect_predicate, rectangle, shrink
 from nki.legacy.math import _free, _tile, _to_sbuf, promote
+from nki.legacy.matmul import matmul_mask
 from nki.legacy.pending import Pending, before_write, value
 from nki.legacy.tile import copy_into, new_tile
 
@@ -49,20 +52,23 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """
     s, m = _tile("nisa.nc_matmul", stationary, "stationary"), _tile("nisa.nc_matmul", moving,
                                                                       "moving")
-    if mask is not None:
-        raise validation("err_unsupported_expression_in_mask", "nisa.nc_matmul: mask= is not "
-                         "simulated; index the operands instead")
+    s, m, shape, mask = matmul_mask("nisa.nc_matmul", mask, (s, 1), (m, 1),
+                                    (_free(s), _free(m)))
 
     def run(dst, s, m, accumulate=False):
+        # NKI 0.1 on trn1 wrote transposes to fp32 PSUM: a plain matmul against the identity
+        # moving tile gives the same values there
+        transpose = is_transpose and dst.dtype == s.dtype
         _mm.nc_matmul(dst=dst, stationary=_to_sbuf(s), moving=_to_sbuf(m),
                       is_stationary_onezero=is_stationary_onezero,
-                      is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
+                      is_moving_onezero=is_moving_onezero, is_transpose=transpose,
                       accumulate=accumulate, tile_position=tile_position,
                       tile_size=tile_size, perf_mode=perf_mode)
 
     dt = s.dtype if is_transpose else FLOAT32
-    return _pending("nisa.nc_matmul", (_free(s), _free(m)), dt, {"s": s, "m": m}, run,
-                    buffer=Memory.PSUM, kind="" if is_transpose else "matmul")
+    return _pending("nisa.nc_matmul", shape, dt, {"s": s, "m": m}, run, mask=mask,
+                    buffer=Memory.PSUM, kind="" if is_transpose else "matmul",
+                    shrink_operands=False)
 
 
 def nc_transpose(data, *, mask=None, dtype=None, engine=Engine.unknown, **kwargs) -> Pending:
@@ -169,6 +175,22 @@ def tensor_copy(src, *, mask=None, dtype=None, engine=Engine.unknown, **kwargs) 
                     lambda dst, x: _vec.tensor_copy(dst=dst, src=x, engine=engine), mask)
 
 
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=Engine.unknown,
+                            **kwargs) -> Pending:
+    """A copy of a view whose start is read at run time (``src[i_p, idx[0, j] + i_f]``);
+    NKI 0.4 replaced it with ``tensor_copy`` of an ``.ap(scalar_offset=)`` view."""
+    return tensor_copy(src, mask=mask, dtype=dtype, engine=engine)
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=Engine.unknown,
+                            **kwargs) -> None:
+    """Copy ``src`` into a view whose start is read at run time
+    (``dst[i_p, idx[0, j] + i_f]``)."""
+    from nki.legacy.tile import assign
+
+    assign(dst, tensor_copy(src, mask=mask, dtype=dtype, engine=engine))
+
+
 def reciprocal(data, *, dtype=None, mask=None, **kwargs) -> Pending:
     """``1 / data`` on the Vector engine."""
     x = _tile("nisa.reciprocal", data, "data")
@@ -243,8 +265,21 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
 def bn_stats(data, *, mask=None, dtype=None, **kwargs) -> Pending:
     """Per partition (count, mean, var·count) of even then odd elements: ``[P, 6]``."""
     x = _tile("nisa.bn_stats", data, "data")
+    x, mask = _reduced_mask("nisa.bn_stats", x, mask)
     return _pending("nisa.bn_stats", (x.shape[0], 6), _dt(dtype, x.dtype), {"x": x},
                     lambda dst, x: _red.bn_stats(dst=dst, data=x), mask)
+
+
+def _reduced_mask(api: str, x, mask):
+    """A mask over the input of an instruction whose output does not keep the input's free
+    dims (``bn_stats``): the free bounds shrink the input now (the statistics then count
+    only the kept elements, as the layernorm tutorial's last partial chunk needs); the
+    partition bound stays a mask over the ``[P, k]`` result."""
+    rect = rectangle(mask, x.shape, api)
+    if rect is None:
+        return x, False
+    x = shrink(x, {k: b for k, b in rect.items() if k != 0}, x.shape, "data", api)
+    return x, rect_predicate({k: b for k, b in rect.items() if k == 0}, (x.shape[0], 6))
 
 
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs) -> Pending:
@@ -307,16 +342,14 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1,
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None,
              **kwargs) -> None:
-    """Copy ``src`` into ``dst`` (HBM/SBUF either side)."""
-    from nki.legacy.language import store
+    """Copy ``src`` into ``dst`` (HBM/SBUF either side); ``dst_rmw_op=np.add`` adds into
+    ``dst`` instead (a DMA read-modify-write); ``oob_mode`` for an indirect side."""
+    from nki.legacy.language import write
 
-    if dst_rmw_op is not None:
-        from nki.errors import NkiUnsupportedError, fail
-        from nki.lang.tracer import user_loc
-
-        raise fail("nki_not_implemented", "nisa.dma_copy(dst_rmw_op=...): use "
-                   "nisa.dma_compute of the current dialect", user_loc(), NkiUnsupportedError)
-    store(dst, value(src), mask=mask)
+    if dst_rmw_op is not None and as_alu(dst_rmw_op) is not Alu.add:
+        raise validation("nki_invalid_argument", "nisa.dma_copy: dst_rmw_op supports np.add "
+                         f"(nl.add) only, got {dst_rmw_op!r}")
+    write("nisa.dma_copy", dst, value(src), mask, oob_mode, accumulate=dst_rmw_op is not None)
 
 
 def max8(*, src, mask=None, dtype=None, **kwargs) -> Pending:
@@ -411,9 +444,9 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None,
     if not isinstance(pred, Predicate) or len(pred.atoms) != 1:
         raise validation("err_unsupported_expression_in_mask", "nisa.affine_select: pred "
                          "must be one comparison of index expressions (no '&')")
-    if mask is not None:
-        raise validation("err_unsupported_expression_in_mask", "nisa.affine_select: mask= "
-                         "is not supported together with pred")
+    if mask is not None and not isinstance(mask, bool):
+        raise validation("err_unsupported_expression_in_mask", "nisa.affine_select: only a "
+                         "compile-time True/False mask= is supported together with pred")
     diff, op = pred.atoms[0]
     if diff.ndim > x.ndim:
         raise validation("nki_shape_mismatch", f"nisa.affine_select: pred of rank "
@@ -421,13 +454,17 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None,
     pattern, cm = _pattern(diff, x.shape)
 
     def run(dst, x):
-        _sel.affine_select(dst=dst, pattern=pattern, channel_multiplier=cm, on_true_tile=x,
-                           on_false_value=on_false_value, cmp_op=_CMP[op], offset=diff.const)
+        # GpSimd cannot read PSUM; the old compiler staged a PSUM operand through SBUF
+        _sel.affine_select(dst=dst, pattern=pattern, channel_multiplier=cm,
+                           on_true_tile=_to_sbuf(x), on_false_value=on_false_value,
+                           cmp_op=_CMP[op], offset=diff.const)
 
-    return _pending("nisa.affine_select", x.shape, _dt(dtype, x.dtype), {"x": x}, run)
+    return _pending("nisa.affine_select", x.shape, _dt(dtype, x.dtype), {"x": x}, run,
+                    mask=mask)
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
     "annotations", "Alu", "Engine", "ReduceCmd", "FLOAT32", "Memory", "Call", "dtype_of",
-    "NkiTensor", "validation", "IndexExpr", "Predicate", "promote", "Pending", "before_write",
-    "value", "copy_into", "new_tile")]
+    "NkiTensor", "validation", "as_alu", "rectangle", "shrink", "matmul_mask",
+    "rect_predicate", "IndexExpr", "Predicate", "promote", "Pending", "before_write", "value",
+    "copy_into", "new_tile")]

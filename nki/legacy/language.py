@@ -5,14 +5,17 @@ SPMD program ids (spec §1.4, §1.5, §3.1-§3.3). The compute functions are in
 
 from __future__ import annotations
 
+from nki.ir.ops import Alu
 from nki.ir.types import Memory
 from nki.lang import iterators
 from nki.lang.common import Call, dtype_of
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import validation
+from nki.legacy.compiler import DirectAlloc, linear_base
 from nki.legacy.mask import rectangle, shrink
-from nki.legacy.pending import Pending, flush, state, value
+from nki.legacy.pending import Pending, before_write, flush, state, value
 from nki.legacy.tile import BlockTensor, LegacyTile, as_legacy, copy_into, new_tile
+from nki.legacy.views import PlacedBlocks
 
 sbuf = Memory.SBUF
 psum = Memory.PSUM
@@ -80,18 +83,39 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
 
     buffer = Memory.SBUF if buffer is None else buffer
     blocks, tile = _split(shape)
+    address = None
+    if isinstance(buffer, DirectAlloc):
+        alloc, buffer = buffer, buffer.memory
+        addrs = alloc.addresses(blocks, tile[0], _tile_bytes(tile, dtype))
+        address = linear_base(addrs, _tile_bytes(tile, dtype))
+        if address is None:      # blocks placed apart (or on the same bytes): one tile each
+            return PlacedBlocks({idx: as_legacy(nd(tile, dtype, buffer=buffer, name=name,
+                                                   address=a)) for idx, a in addrs.items()})
     if buffer is Memory.SHARED_HBM:
         return _output(Call("nl.ndarray"), blocks + tile, dtype, name)
     if not blocks or not buffer.on_chip:
-        return as_legacy(nd(blocks + tile, dtype, buffer=buffer, name=name))
-    base = nd((tile[0],) + blocks + tile[1:], dtype, buffer=buffer, name=name)
+        return as_legacy(nd(blocks + tile, dtype, buffer=buffer, name=name, address=address))
+    base = nd((tile[0],) + blocks + tile[1:], dtype, buffer=buffer, name=name,
+              address=address)
     return BlockTensor(as_legacy(base), len(blocks))
+
+
+def _tile_bytes(tile, dtype) -> int:
+    """Bytes per partition of one block (the ``fdim_size`` allocation functions get)."""
+    fbytes = dtype_of(dtype).itemsize
+    for n in tile[1:]:
+        fbytes *= n
+    return fbytes
 
 
 def _filled(api: str, shape, dtype, buffer, name: str, fill) -> LegacyTile | BlockTensor:
     from nki.lang.vector import emit_memset
 
     call = Call(api)
+    if isinstance(buffer, DirectAlloc):
+        raise call.error("err_tensor_creation_on_scratchpad_with_init_value_not_supported",
+                         f"{api}: a directly allocated tensor cannot have an initial value; "
+                         "create it with nl.ndarray and fill it (nisa.memset)")
     if buffer is not None and buffer.is_hbm:
         raise call.error("err_hbm_tensor_with_init_value_not_supported",
                          f"{api} cannot create an HBM tensor with an initial value")
@@ -187,12 +211,29 @@ def store(dst, value, *, mask=None, **kwargs) -> None:
             and not value.operands["src"].is_indirect():
         value.emit_into(d)       # HBM → HBM: one DMA
         return
-    v = _source("nl.store", value)
-    rect = rectangle(mask, d.shape, "nl.store")
+    write("nl.store", d, value, mask)
+
+
+def write(api: str, dst, value, mask=None, oob_mode=None, accumulate: bool = False) -> None:
+    """``dst[mask] = value`` (or ``+=`` with ``accumulate``: a DMA read-modify-write,
+    ``nisa.dma_compute`` of the current dialect) from ``nl.store``, ``nisa.dma_copy`` and
+    ``nl.atomic_rmw``; ``oob_mode`` applies to an indirect side."""
+    from nki.lang.indirect import dma_compute
+
+    d, v = _source(api, dst), _source(api, value)
+    rect = rectangle(mask, d.shape, api)
     if rect is None:
         return
-    copy_into(shrink(d, rect, d.shape, "dst", "nl.store"),
-              shrink(v, rect, d.shape, "value", "nl.store"))
+    d, v = shrink(d, rect, d.shape, "dst", api), shrink(v, rect, d.shape, "value", api)
+    if not accumulate:
+        copy_into(d, v, oob_mode=oob_mode)
+        return
+    if v.buffer is Memory.PSUM or v.shape != d.shape:   # DMA reads no PSUM, no broadcast
+        staged = new_tile(d.shape, v.dtype, Memory.SBUF)
+        copy_into(staged, v)
+        v = staged
+    before_write(d)
+    dma_compute(dst=d, srcs=[d, v], reduce_op=Alu.add, oob_mode=oob_mode)
 
 
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs) -> Pending:

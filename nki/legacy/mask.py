@@ -39,6 +39,28 @@ def _holds(const: int, op: str) -> bool:
     return {"<": const < 0, "<=": const <= 0, ">": const > 0, ">=": const >= 0}[op]
 
 
+def _fits(mask: Predicate, space: tuple[int, ...]) -> bool:
+    if mask.rank > len(space):
+        return False
+    return all(n in (1, space[k]) for d, _ in mask.atoms
+               for k, n in enumerate(d.aligned(len(space)).sizes))
+
+
+def _aligned(mask: Predicate, space: tuple[int, ...]) -> Predicate:
+    """``mask`` over the instruction's positions. A tile indexed from a wider ``nl.mgrid``
+    lost its size-1 positions (``squeeze_positions``); the mask loses them too. A mask from
+    a narrower grid (``nl.mgrid[0:512, 0:6]`` bounding a free axis of a ``[128, 512]`` tile
+    indexed by a 3-D grid) is right-aligned to the wider one first, as numpy aligns."""
+    rank = len(space)
+    for pad in range(rank + 1):
+        cand = Predicate(tuple((d.aligned(d.ndim + pad), op) for d, op in mask.atoms))
+        if cand.rank > rank:
+            cand = cand.squeezed(rank)
+        if _fits(cand, space):
+            return cand
+    return mask.squeezed(rank) if mask.rank > rank else mask
+
+
 def rectangle(mask, space: tuple[int, ...], api: str) -> Rect | None:
     """The rectangle ``mask`` selects in an iteration space of shape ``space``; ``{}`` for no
     mask, None when it selects nothing."""
@@ -51,6 +73,7 @@ def rectangle(mask, space: tuple[int, ...], api: str) -> Rect | None:
                          f"comparison of nl.arange/nl.mgrid indices, got "
                          f"{type(mask).__name__}")
     rank = len(space)
+    mask = _aligned(mask, space)
     if mask.rank > rank:
         raise validation("err_unsupported_expression_in_mask", f"{api}: the mask has rank "
                          f"{mask.rank} but the instruction's tiles have rank {rank}")
@@ -74,6 +97,21 @@ def rectangle(mask, space: tuple[int, ...], api: str) -> Rect | None:
         if rect[k][0] >= rect[k][1]:
             return None
     return {k: v for k, v in rect.items() if v != (0, space[k])}
+
+
+def rect_predicate(rect: Rect, space: tuple[int, ...]) -> Predicate | None:
+    """The mask selecting ``rect`` of ``space`` (None for the whole space)."""
+    from nki.legacy.index import IndexExpr
+
+    pred = None
+    for k, (lo, hi) in sorted(rect.items()):
+        if (lo, hi) == (0, space[k]):
+            continue
+        i = IndexExpr(0, tuple(int(j == k) for j in range(len(space))),
+                      tuple(n if j == k else 1 for j, n in enumerate(space)))
+        atom = (i >= lo) & (i < hi)
+        pred = atom if pred is None else pred & atom
+    return pred
 
 
 def shrink(t, rect: Rect, space: tuple[int, ...], role: str, api: str):

@@ -7,7 +7,7 @@ dialect's rule with a destination; nothing here re-implements a rule.
 from __future__ import annotations
 
 from nki.ir import types as irt
-from nki.ir.ops import Act, Alu, Engine
+from nki.ir.ops import Act, Alu
 from nki.ir.types import BOOL, FLOAT32, DType, Kind, Memory
 from nki.lang import reduce as lreduce
 from nki.lang.common import Call, dtype_of
@@ -115,10 +115,13 @@ def emit_binary(dst: NkiTensor, x, y, alu: Alu, operator: bool = False) -> None:
     if not operator:
         x, y = ((_partition_broadcast(t, shape[0]) if isinstance(t, NkiTensor) and
                  t.shape[0] == 1 and shape[0] > 1 else t) for t in (x, y))
-    if not isinstance(y, NkiTensor) or (_p1(y, shape) and not _p1(x, shape)):
+    x_tile, y_tile = isinstance(x, NkiTensor), isinstance(y, NkiTensor)
+    # a number or a [P, 1] tile beside a full tile is the tensor_scalar operand; a number
+    # beside a [P, 1] tile makes that tile the data
+    if not y_tile or (x_tile and _p1(y, shape) and not _p1(x, shape)):
         tensor_scalar(dst=dst, data=broadcast_operand(x, shape, "x"), op0=alu,
                       operand0=float(y) if _is_number(y) else y)
-    elif not isinstance(x, NkiTensor) or (_p1(x, shape) and not _p1(y, shape)):
+    elif not x_tile or (_p1(x, shape) and not _p1(y, shape)):
         tensor_scalar(dst=dst, data=broadcast_operand(y, shape, "y"), op0=alu,
                       operand0=float(x) if _is_number(x) else x, reverse0=True)
     else:
@@ -353,6 +356,38 @@ def dropout(x, rate, *, dtype=None, mask=None) -> Pending:
 
 
 # ----- TensorE --------------------------------------------------------------------------------
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs) -> Pending:
+    """``acc[...] = nl.loop_reduce(x, op=np.add, loop_indices=[k])``: ``acc = op(acc, x)``
+    (the destination is also the rhs operand; AWS documents it as ``tensor_tensor(acc, x,
+    op)``), so a loop accumulates ``x`` into ``acc``. It must be assigned into its
+    accumulator.
+
+    Example:
+        >>> acc[...] = nl.loop_reduce(ps, op=np.add, loop_indices=[k])   # doctest: +SKIP
+    """
+    from nki.lang.operators import as_alu
+
+    alu = as_alu(op)
+    if alu is None:
+        raise validation("nki_invalid_argument", f"nl.loop_reduce: op must be an ALU "
+                         f"operator (np.add, nl.maximum, ...), got {op!r}")
+    if not isinstance(loop_indices, (list, tuple)):
+        raise validation("nki_invalid_argument", "nl.loop_reduce: loop_indices must be a "
+                         "list of loop indices")
+    x = _tile("nl.loop_reduce", x, "x")
+    p = Pending("nl.loop_reduce", x.shape, _out_dtype(dtype, x.dtype), Memory.SBUF, {"x": x},
+                None, mask=mask)
+
+    def run(dst, x):
+        if p._tile is not None and dst.decl is p._tile.decl:
+            raise validation("nki_invalid_argument", "nl.loop_reduce reads its destination: "
+                             "assign it into the accumulator (acc[...] = nl.loop_reduce(...))")
+        emit_binary(dst, dst, x, alu)
+
+    p.run = run
+    return p
+
+
 def _free(t: NkiTensor) -> int:
     return t.size // t.shape[0]
 
@@ -363,62 +398,6 @@ def _to_sbuf(t: NkiTensor) -> NkiTensor:
     staged = new_tile(t.shape, t.dtype, Memory.SBUF)
     copy_into(staged, t)
     return staged
-
-
-def _transposed(x: NkiTensor) -> NkiTensor:
-    """``x`` [M, K] transposed to an SBUF [K, M] tile through the Tensor engine."""
-    from nki.lang.matmul import nc_transpose
-
-    ps = new_tile((_free(x), x.shape[0]), x.dtype, Memory.PSUM)
-    nc_transpose(dst=ps, data=_to_sbuf(x), engine=Engine.tensor)
-    return _to_sbuf(ps)
-
-
-def matmul(x, y, *, transpose_x=False, mask=None) -> Pending:
-    """``x @ y`` (``x.T @ y`` with ``transpose_x=True``, the preferred form): an fp32 PSUM
-    tile; ``psum[...] += nl.matmul(...)`` accumulates in place.
-
-    Example:
-        >>> res_psum += nl.matmul(lhsT_tile, rhs_tile, transpose_x=True)   # doctest: +SKIP
-    """
-    from nki.lang.matmul import nc_matmul
-
-    if mask is not None:
-        raise _unsupported("nl.matmul(mask=...): index the operands instead")
-    xt, yt = _tile("nl.matmul", x, "x"), _tile("nl.matmul", y, "y")
-    m = _free(xt) if transpose_x else xt.shape[0]
-
-    def run(dst, x, y, accumulate):
-        stationary = _to_sbuf(x) if transpose_x else _transposed(x)
-        nc_matmul(dst=dst, stationary=stationary, moving=_to_sbuf(y), accumulate=accumulate)
-
-    return Pending("nl.matmul", (m,) + yt.shape[1:], FLOAT32, Memory.PSUM, {"x": xt, "y": yt},
-                   run, kind="matmul")
-
-
-def transpose(x, *, dtype=None, mask=None) -> Pending:
-    """The 2-D transpose of a tile (each dim ≤ 128) on the Tensor engine (PSUM result).
-
-    Example:
-        >>> t_ps = nl.transpose(tile)               # doctest: +SKIP
-    """
-    from nki.lang.matmul import nc_transpose
-
-    t = _tile("nl.transpose", x, "x")
-    if t.ndim > 2:
-        raise validation("err_exceed_max_supported_dimension", f"nl.transpose: x has "
-                         f"{t.ndim} dims; 2-D tiles only")
-
-    def run(dst, x):
-        if dst.buffer is Memory.PSUM and dst.dtype == x.dtype:
-            nc_transpose(dst=dst, data=_to_sbuf(x), engine=Engine.tensor)
-            return
-        ps = new_tile((x.shape[1], x.shape[0]), x.dtype, Memory.PSUM)
-        nc_transpose(dst=ps, data=_to_sbuf(x), engine=Engine.tensor)
-        copy_into(dst, ps)
-
-    return Pending("nl.transpose", (t.shape[1], t.shape[0]), _out_dtype(dtype, t.dtype),
-                   Memory.PSUM, {"x": t}, run, mask=mask)
 
 
 def _unsupported(detail: str):

@@ -28,6 +28,7 @@ from nki.language import (  # noqa: F401 - re-exported
     uint32,
 )
 from nki.legacy import math as _m
+from nki.legacy.dtypes import legacy_dtype as _legacy_dtype
 from nki.legacy.index import arange, mgrid  # noqa: F401
 from nki.legacy.language import (  # noqa: F401
     ParDim,
@@ -62,14 +63,20 @@ from nki.legacy.math import (  # noqa: F401
     broadcast_to,
     dropout,
     gather_flattened,
-    matmul,
+    loop_reduce,
     mean,
     rms_norm,
     softmax,
-    transpose,
     var,
     where,
 )
+from nki.legacy.matmul import matmul, transpose  # noqa: F401
+
+# NKI 0.1 dtypes are numpy-compatible (np.dtype(nl.bfloat16), t.dtype == np.float32)
+(bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16,
+ int32, tfloat32, uint8, uint16, uint32) = (_legacy_dtype(d) for d in (
+    bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16,
+    int32, tfloat32, uint8, uint16, uint32))
 
 
 def _make_binary(name: str, alu: Alu):
@@ -138,9 +145,25 @@ def _not_simulated(name: str):
     return fn
 
 
-loop_reduce = _not_simulated("loop_reduce")
 all_reduce = _not_simulated("all_reduce")
-atomic_rmw = _not_simulated("atomic_rmw")
+
+
+def atomic_rmw(dst, value, op, *, mask=None, **kwargs) -> None:
+    """``dst = op(dst, value)`` atomically on HBM (``op=np.add`` only; ``dst`` indexed by an
+    index tile: ``nl.atomic_rmw(t[idx, i_f], value=v, op=np.add)``). Rows run in order, so
+    repeated indices accumulate.
+
+    Example:
+        >>> nl.atomic_rmw(hist[idx_tile, i_f], value=ones, op=np.add)   # doctest: +SKIP
+    """
+    from nki.lang.operators import as_alu
+    from nki.lang.tracer import validation
+    from nki.legacy.language import write
+
+    if as_alu(op) is not Alu.add:
+        raise validation("nki_invalid_argument", f"nl.atomic_rmw supports op=np.add only, "
+                         f"got {op!r}")
+    write("nl.atomic_rmw", dst, value, mask, accumulate=True)
 
 
 def static_cast(input_data, dtype):

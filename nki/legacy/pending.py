@@ -81,15 +81,19 @@ class Pending:
     """
 
     __slots__ = ("api", "shape", "dtype", "buffer", "operands", "run", "mask", "space",
-                 "kind", "produce", "reads", "_tile", "_emitted", "serial", "loc", "__weakref__")
+                 "kind", "produce", "shrink_operands", "reads", "_tile", "_emitted", "serial",
+                 "loc", "__weakref__")
 
     def __init__(self, api: str, shape, dtype: DType, buffer: Memory, operands: dict,
                  run: Callable | None, *, mask=None, space=None, kind: str = "",
-                 produce: Callable | None = None):
+                 produce: Callable | None = None, shrink_operands: bool = True):
         self.api, self.shape, self.dtype, self.buffer = api, tuple(shape), dtype, buffer
         self.operands, self.run, self.mask, self.kind = operands, run, mask, kind
         # produce(**operands) -> a fresh tile: for composites that allocate their own result
         self.produce = produce
+        # False: the mask bounds the destination only (the call already bounded operands
+        # whose dims are not the result's, as matmul's stationary and moving are)
+        self.shrink_operands = shrink_operands
         self.space = tuple(space) if space is not None else self.shape
         self.reads = {v.decl.id for v in operands.values() if isinstance(v, NkiTensor)}
         self.loc = user_loc()    # the call's line: its instruction is emitted from there
@@ -97,7 +101,7 @@ class Pending:
         self._emitted = False    # written into an assignment's destination at least once
         # a bad mask, or an out-of-bounds index it does not cover, fails at the call
         rect = rectangle(mask, self.space, api)
-        for k, v in operands.items():
+        for k, v in (operands.items() if shrink_operands else ()):
             if rect is not None and getattr(v, "_oob", None) is not None:
                 shrink(v, rect, self.space, k, api)
         st = state(api)
@@ -116,7 +120,8 @@ class Pending:
         if rect is None:
             return       # the mask is false everywhere: the compiler drops the instruction
         d = shrink(dst, rect, self.space, "dst", self.api)
-        ops = {k: shrink(v, rect, self.space, k, self.api) for k, v in self.operands.items()}
+        ops = {k: shrink(v, rect, self.space, k, self.api) if self.shrink_operands else v
+               for k, v in self.operands.items()}
         self._emitted = True
         if self.kind == "matmul":
             ops["accumulate"] = accumulate

@@ -10,12 +10,14 @@ creates every tile as one. Views of it stay legacy tiles.
 
 from __future__ import annotations
 
+from numbers import Integral
+
 from nki.ir.ops import Alu
 from nki.ir.types import DType, Memory
 from nki.lang.indexing import index_view
 from nki.lang.tensor import DynSlice, NkiTensor
 from nki.lang.tracer import current, validation
-from nki.legacy.index import IndexExpr, Predicate
+from nki.legacy.index import DynIndex, IndexExpr, Predicate, squeeze_positions
 from nki.legacy.pending import Pending, before_write, state, value
 
 
@@ -31,15 +33,26 @@ class LegacyTile(NkiTensor):
 
     # an index-expression view reaching outside its tensor, valid only once a mask shrinks
     # it: (index expressions, tensor shape, tensor name); any other use is an error
-    __slots__ = ("_oob",)
+    # an operand-masked view (``t[i_f < 64]``): (the unmasked shape, the kept rectangle), so
+    # a matmul places its masked result where the unmasked one would go
+    __slots__ = ("_oob", "_omask")
 
     def __init__(self, decl, dtype=None, part=0, off=0, dims=None, ind=None, oob=None):
         super().__init__(decl, dtype, part, off, dims, ind)
         self._oob = oob
+        self._omask = None
 
     def _new(self, dims, off=None, part=None, dtype=None) -> LegacyTile:
         v = NkiTensor._new(self, dims, off, part, dtype)
         return LegacyTile(v._decl, v._dtype, v._part, v._off, v._dims, v._ind, self._oob)
+
+    @property
+    def dtype(self):
+        """The NKI dtype, comparable with numpy dtypes as in NKI 0.1 (``t.dtype ==
+        np.float32``)."""
+        from nki.legacy.dtypes import legacy_dtype
+
+        return legacy_dtype(self._dtype)
 
     def access(self):
         if self._oob is not None:
@@ -58,6 +71,21 @@ class LegacyTile(NkiTensor):
         from nki.legacy.math import copy
 
         return copy(self, dtype=dtype)
+
+    def broadcast_to(self, shape) -> NkiTensor | Pending:
+        """numpy-rule broadcast: a view along free dims; size-1 free dims the target lacks
+        are dropped (an ``[iw, iy]`` index of an ``mgrid`` gives a ``[1, 1, N]`` tile that
+        kernels broadcast to ``[P, N]``); a partition broadcast is a copy (a pending
+        ``nl.broadcast_to``), as the old compiler made it."""
+        shape = tuple(int(s) for s in shape)
+        t = self
+        while t.ndim > len(shape) and 1 in t.shape[1:]:
+            t = t.squeeze_dim(t.shape[1:].index(1) + 1)
+        if t.on_chip and t.ndim == len(shape) and t.shape[0] != shape[0]:
+            from nki.legacy.math import broadcast_to
+
+            return broadcast_to(t, shape)
+        return NkiTensor.broadcast_to(t, shape)
 
     def assert_shape(self, shape) -> LegacyTile:
         if tuple(shape) != self.shape:
@@ -87,6 +115,8 @@ def _binop(alu: Alu, reverse: bool = False):
     def op(self, other):
         from nki.legacy.math import binary
 
+        if alu is Alu.add and isinstance(other, IndexExpr) and self.size == 1:
+            return DynIndex(self, other)          # a run-time index: idx[0, j] + i_f
         x, y = (other, self) if reverse else (self, other)
         return binary(f"operator {alu.name}", alu, x, y, operator=True)
 
@@ -123,9 +153,17 @@ def new_tile(shape, dtype: DType, buffer: Memory, name: str = "") -> LegacyTile:
 def legacy_index(t: NkiTensor, key) -> NkiTensor:
     """``t[key]``: index expressions (with ints pinning dims) select a broadcast tile; ints,
     slices and ``nl.ds`` are basic indexing as in the current dialect."""
+    from nki.legacy.views import dynamic_index, masked_operand
+
+    if isinstance(key, Predicate):
+        return masked_operand(t, key)
     key = key if isinstance(key, tuple) else (key,)
     if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip:
         return indirect_rows(t, value(key[0]), key[1:])
+    dyn = [j for j, k in enumerate(key) if isinstance(k, DynIndex) or (
+        isinstance(k, (NkiTensor, Pending)) and value(k).size == 1)]
+    if dyn:
+        return dynamic_index(t, key, dyn)
     if any(isinstance(k, IndexExpr) for k in key):
         return advanced_index(t, key)
     if any(isinstance(k, Predicate) for k in key):
@@ -133,7 +171,26 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
     if any(isinstance(k, (NkiTensor, Pending)) for k in key):
         raise validation("err_indirect_indices_free_dim", f"indexing {t.name!r}: an index "
                          "tile may select rows of the first dim of an HBM tensor only")
-    return index_view(t, key)
+    return _basic_index(t, key)
+
+
+def _basic_index(t: NkiTensor, key: tuple) -> NkiTensor:
+    """Ints drop their dims, except that a view of an HBM tensor of rank >= 2 keeps two: the
+    last int-indexed dims stay at size 1 (``A[0:128, j]`` is the ``[128, 1]`` column that
+    kernels use as a per-partition scalar)."""
+    view = index_view(t, key)
+    if t.on_chip or view.ndim >= 2 or t.ndim < 2:
+        return view
+    key = list(key)
+    for j in reversed(range(len(key))):
+        k = key[j]
+        if isinstance(k, Integral) and not isinstance(k, bool):
+            k = int(k) % t.shape[j]
+            key[j] = slice(k, k + 1)
+            view = index_view(t, tuple(key))
+            if view.ndim >= 2:
+                break
+    return view
 
 
 def indirect_rows(t: NkiTensor, idx: NkiTensor, rest: tuple) -> NkiTensor:
@@ -191,7 +248,7 @@ def _broadcast(exprs: list[IndexExpr]) -> tuple[list[IndexExpr], tuple[int, ...]
             raise validation("nki_shape_mismatch", f"index expressions of shapes "
                              f"{[e.sizes for e in exprs]} do not broadcast")
         sizes.append(ns.pop() if ns else 1)
-    return aligned, tuple(sizes)
+    return squeeze_positions(aligned, tuple(sizes), max(2, len(exprs)))
 
 
 def advanced_index(t: NkiTensor, key: tuple) -> NkiTensor:
@@ -356,8 +413,9 @@ def assign(dst: NkiTensor, val) -> None:
     raise validation("nki_invalid_argument", f"cannot assign {type(val).__name__} to a tile")
 
 
-def copy_into(dst: NkiTensor, src: NkiTensor) -> None:
-    """``dst = src`` with numpy broadcasting of size-1 free dims of ``src``."""
+def copy_into(dst: NkiTensor, src: NkiTensor, oob_mode=None) -> None:
+    """``dst = src`` with numpy broadcasting of size-1 free dims of ``src`` (``oob_mode``:
+    of an indirect DMA)."""
     from nki.lang.indirect import dma_copy  # plain DMAs, gathers and scatters
     from nki.lang.vector import tensor_copy
 
@@ -371,7 +429,7 @@ def copy_into(dst: NkiTensor, src: NkiTensor) -> None:
         staged = new_tile(src.shape, src.dtype, Memory.SBUF)
         tensor_copy(dst=staged, src=src)
         src = staged
-    dma_copy(dst=dst, src=src)
+    dma_copy(dst=dst, src=src, oob_mode=oob_mode)
 
 
 def broadcast_operand(t: NkiTensor, shape: tuple[int, ...], role: str) -> NkiTensor:
@@ -393,16 +451,28 @@ def broadcast_operand(t: NkiTensor, shape: tuple[int, ...], role: str) -> NkiTen
 
 # ----- matmul accumulation and in-place operators ---------------------------------------------
 def accumulate_matmul(dst: NkiTensor, result: Pending) -> None:
-    """``psum[...] += matmul``: accumulate in place on PSUM a matmul wrote, overwrite PSUM
-    that holds ``nl.zeros``' zeros only (0 + x == x), else add on the Vector engine."""
+    """``psum[...] += matmul``: accumulate in place on PSUM a matmul wrote; overwrite PSUM
+    that holds ``nl.zeros``' zeros only (0 + x == x) or was never written (the first matmul
+    of an accumulation group starts it, as the current dialect's ``accumulate=None``; a
+    directly allocated tile, whose other writers the trace cannot know, counts as never
+    written until a matmul writes it); else add on the Vector engine."""
+    from nki.legacy.mask import rectangle, shrink
+
     trace = current("+=")
-    mm = trace.written_state(dst.access(), matmul=True)
+    # a masked matmul touches only its rectangle of the destination
+    rect = rectangle(result.mask, result.space, result.api)
+    if rect is None:
+        return
+    region = shrink(dst, rect, result.space, "dst", result.api)
+    mm = trace.written_state(region.access(), matmul=True)
     if mm == "all":
         result.emit_into(dst, accumulate=True)
-    elif mm == "none" and dst.decl.id in state().zero_psum:
+    elif mm == "none" and (dst.decl.id in state().zero_psum or dst.decl.user_address
+                           or trace.written_state(region.access()) == "none"):
         result.emit_into(dst, accumulate=False)
     else:
-        _inplace(dst, result.materialize(), Alu.add)
+        part = shrink(result.materialize(), rect, result.space, "value", result.api)
+        _inplace(region, part, Alu.add)
 
 
 def _inplace(dst: NkiTensor, other, alu: Alu) -> NkiTensor:

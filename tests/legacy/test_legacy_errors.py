@@ -193,3 +193,26 @@ def test_deferred_rule_error_names_the_call_line():
     """The rule runs when the result is stored, but the error names the call."""
     err = _raises(k_late_rule, "err_num_partition_mismatch", "late")
     assert "nisa.tensor_tensor" in str(err)
+
+
+def k_loop_reduce_unassigned(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(x[0:128, :])
+    b = nl.loop_reduce(t, op=np.add, loop_indices=[0])  # unassigned
+    nl.store(out, value=b)
+    return out
+
+
+def test_loop_reduce_needs_its_accumulator():
+    """It reads its destination, so only ``acc[...] = nl.loop_reduce(...)`` has one."""
+    _raises(k_loop_reduce_unassigned, "nki_invalid_argument", "unassigned")
+
+
+def k_rmw_multiply(x):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x[0:128, :], dst_rmw_op=np.multiply)  # rmwmul
+    return out
+
+
+def test_dma_rmw_supports_add_only():
+    _raises(k_rmw_multiply, "nki_invalid_argument", "rmwmul")
