@@ -26,6 +26,27 @@ def best_of(fn: Callable[[], object], repeat: int = 5, warm: bool = True) -> flo
     return min(times)
 
 
+def best_of_pair(fn_a: Callable[[], object], fn_b: Callable[[], object], repeat: int = 5,
+                 warm: bool = True) -> tuple[float, float]:
+    """Best wall times of ``fn_a`` and ``fn_b``, called alternately ``repeat`` times each.
+
+    On a shared machine the speed drifts over seconds (neighbours, turbo): timing one
+    function's runs and then the other's lets the drift land in the ratio. Alternating
+    gives both the same windows."""
+    if warm:
+        fn_a()
+        fn_b()
+    best_a = best_b = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn_a()
+        t1 = time.perf_counter()
+        fn_b()
+        t2 = time.perf_counter()
+        best_a, best_b = min(best_a, t1 - t0), min(best_b, t2 - t1)
+    return best_a, best_b
+
+
 def write_record(path: str, **fields) -> None:
     """Write ``fields`` with the machine facts every record carries to ``path`` (JSON)."""
     record = {"machine": platform.processor() or platform.machine(),

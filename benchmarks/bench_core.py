@@ -18,7 +18,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from _record import best_of, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of_pair, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def cases(quick: bool):
@@ -100,8 +100,7 @@ def main() -> int:
     rows = []
     print(f"{'case':40s} {'nki ms':>10s} {'torch ms':>10s} {'ratio':>7s}")
     for name, nki_fn, torch_fn, flops in cases(args.quick):
-        t_nki = best_of(nki_fn, 3)
-        t_torch = best_of(torch_fn, 5)
+        t_nki, t_torch = best_of_pair(nki_fn, torch_fn, 5)
         row = {"case": name, "nki_ms": t_nki * 1e3, "torch_ms": t_torch * 1e3,
                "ratio": t_nki / t_torch}
         if flops:
