@@ -162,6 +162,29 @@ def new_tile(q_h, q0: int, q1: int, d: int):
             "started": False}
 
 
+def masked_scores(qT, kT, tri, mask_h, q0: int, q1: int, k0: int, k1: int, diag,
+                  scale: float):
+    """Scores of queries ``[q0, q1)`` against keys ``[k0, k1)``, ready for the exponential:
+    ``(src, sc)`` with ``exp(sc * src + bias)`` the wanted probabilities. ``src`` is the raw
+    ``q.k`` in PSUM (``sc = scale``), its causal diagonal block pushed to -3e38 from column
+    ``diag``; with a user mask it is ``s * scale + mask`` in SBUF (``sc = 1``)."""
+    P, F = q1 - q0, k1 - k0
+    f32 = nl.float32
+    s = nl.ndarray((P, F), dtype=f32, buffer=nl.psum)              # raw scores q.k
+    nisa.nc_matmul(dst=s, stationary=qT, moving=kT[:, k0:k1])
+    if diag is not None:                                           # key > query: -3e38
+        view = s[:, diag:F]
+        nisa.tensor_tensor(dst=view, data1=view, data2=tri[0:P, 0:F - diag], op=nl.add)
+    if mask_h is None:
+        return s, scale
+    mt = nl.ndarray((P, F), dtype=mask_h.dtype, buffer=nl.sbuf)    # t = s * scale + mask
+    nisa.dma_copy(dst=mt, src=mask_h[q0:q1, k0:k1])
+    src = nl.ndarray((P, F), dtype=f32, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=src, data=s, op0=nl.multiply, operand0=scale,
+                              op1=nl.add, operand1=mt)
+    return src, 1.0
+
+
 def softmax_step(tile, kT, v_sb, tri, mask_h, k0: int, k1: int, diag, scale: float):
     """Fold keys ``[k0, k1)`` (at most one 512 block) into query tile ``tile``. With
     ``diag`` (causal) the tile's first query is key ``k0 + diag``: the triangle masks the
@@ -173,19 +196,7 @@ def softmax_step(tile, kT, v_sb, tri, mask_h, k0: int, k1: int, diag, scale: flo
     first = not tile["started"]
     P, F = q1 - q0, k1 - k0
     dt, f32 = qT.dtype, nl.float32
-    s = nl.ndarray((P, F), dtype=f32, buffer=nl.psum)              # raw scores q.k
-    nisa.nc_matmul(dst=s, stationary=qT, moving=kT[:, k0:k1])
-    if diag is not None:                                           # key > query: -3e38
-        view = s[:, diag:F]
-        nisa.tensor_tensor(dst=view, data1=view, data2=tri[0:P, 0:F - diag], op=nl.add)
-    src, sc = s, scale
-    if mask_h is not None:                                         # t = s * scale + mask
-        mt = nl.ndarray((P, F), dtype=mask_h.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=mt, src=mask_h[q0:q1, k0:k1])
-        src = nl.ndarray((P, F), dtype=f32, buffer=nl.sbuf)
-        nisa.scalar_tensor_tensor(dst=src, data=s, op0=nl.multiply, operand0=scale,
-                                  op1=nl.add, operand1=mt)
-        sc = 1.0
+    src, sc = masked_scores(qT, kT, tri, mask_h, q0, q1, k0, k1, diag, scale)
     mx = nl.ndarray((P, 1), dtype=f32, buffer=nl.sbuf)
     nisa.tensor_reduce(dst=mx, op=nl.maximum, data=src, axis=1)
     if first:                                                      # -m = -sc*mx

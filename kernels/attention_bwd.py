@@ -77,6 +77,7 @@ from .attention import (
     load_transposed,
     loop,
     mask_rows,
+    masked_scores,
     query_groups,
     rest_steps,
     shared_blocks,
@@ -131,19 +132,7 @@ def backward_step(tile, kv, tri, mask_h, k0: int, k1: int, diag, scale: float, d
     dt, f32 = qT.dtype, nl.float32
     d = q_nat.shape[1]
     n = (F + 127) // 128
-    s = nl.ndarray((P, F), dtype=f32, buffer=nl.psum)              # raw scores q.k
-    nisa.nc_matmul(dst=s, stationary=qT, moving=kT[:, k0:k1])
-    if diag is not None:                # causal triangle from column diag (see softmax_step)
-        view = s[:, diag:F]
-        nisa.tensor_tensor(dst=view, data1=view, data2=tri[0:P, 0:F - diag], op=nl.add)
-    src, sc = s, scale
-    if mask_h is not None:
-        mt = nl.ndarray((P, F), dtype=mask_h.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=mt, src=mask_h[q0:q1, k0:k1])
-        src = nl.ndarray((P, F), dtype=f32, buffer=nl.sbuf)
-        nisa.scalar_tensor_tensor(dst=src, data=s, op0=nl.multiply, operand0=scale,
-                                  op1=nl.add, operand1=mt)
-        sc = 1.0
+    src, sc = masked_scores(qT, kT, tri, mask_h, q0, q1, k0, k1, diag, scale)
     p = nl.ndarray((P, F), dtype=dt, buffer=nl.sbuf)               # exp(sc*src - lse)
     nisa.activation(dst=p, op=nl.exp, data=src, bias=neg_lse, scale=sc)
     dp = nl.ndarray((P, F), dtype=f32, buffer=nl.psum)             # dO vᵀ
