@@ -317,3 +317,15 @@ def as_neuron(t: torch.Tensor, device: DeviceLike = None) -> torch.Tensor:
 def fallback_calls() -> int:
     """How many aten calls ran torch's CPU kernel through the fallback so far."""
     return _ext().fallback_calls()
+
+
+def set_sdpa_mask_grad_routed(routed: bool) -> None:
+    """Let SDPA with a float ``attn_mask`` that requires grad onto the device's overrideable
+    op (True) or keep it on the math path (False). :mod:`nki.torch.routing` sets it: the
+    device's own SDPA backward has no mask gradient, its routed backward does."""
+    _ext().set_sdpa_mask_grad_routed(bool(routed))
+
+
+def sdpa_mask_grad_routed() -> bool:
+    """The flag :func:`set_sdpa_mask_grad_routed` set (False until routing enables it)."""
+    return _ext().sdpa_mask_grad_routed()

@@ -261,10 +261,11 @@ def attention_reference(q: Tensor, k: Tensor, v: Tensor, is_causal: bool, scale:
 def attention_reference_backward(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor,
                                  lse: Tensor, is_causal: bool, scale: float,
                                  dlse: Tensor | None = None, bias: Tensor | None = None):
-    """Reference backward by torch recomputation (fp32): ``(dq, dk, dv, dbias)``.
+    """Reference backward by torch recomputation (fp32): ``(dq, dk, dv, ds)``, ``ds`` the
+    scores' gradient (a float mask's, before summing it to the mask's shape).
 
-    The math path for what the NKI backward kernel does not compute: mask gradients and a
-    gradient flowing into the log-sum-exp.
+    The math path for what the NKI backward kernel does not compute: a gradient flowing into
+    the log-sum-exp, and inputs the kernel does not take (float64, head dim > 128).
     dS = P * (dP - rowsum(dO * O) + dlse), with P recomputed from the scores and ``lse``.
     """
     groups = q.shape[-3] // k.shape[-3]

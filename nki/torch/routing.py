@@ -8,6 +8,10 @@ device sends ``F.scaled_dot_product_attention``) and for ``aten::_native_multi_h
 neuron arguments. What the NKI kernels cannot do (float64/int dtypes, head dim > 128,
 dropout) runs the same computation with torch on those views instead — the "math path".
 
+An additive ``attn_mask`` that requires grad reaches the overrideable op only while routing
+is on (a flag the device's C++ backend choice reads, set here): its backward here returns the
+mask gradient, the device's default one cannot, so otherwise such masks take torch's math path.
+
 Routing can be switched off (``set_enabled(False)``, ``with routing(False):`` or
 ``NKI_TORCH_ROUTING=0``); the ops then run on torch's CPU kernels. ``kernel_counts()`` tells
 which NKI kernels ran.
@@ -46,7 +50,18 @@ def is_enabled() -> bool:
 def set_enabled(flag: bool) -> bool:
     """Turn routing on or off for the whole process; returns the previous setting."""
     previous, _state["enabled"] = _state["enabled"], bool(flag)
+    _tell_device()
     return previous
+
+
+def _tell_device() -> None:
+    """Tell the device's C++ SDPA backend choice whether a float mask that requires grad may
+    take the overrideable op: only while our backward kernel (which returns the mask gradient)
+    is registered and routing is on; otherwise such masks keep the math path."""
+    if _state["lib"] is not None:
+        from nki.torch import device
+
+        device.set_sdpa_mask_grad_routed(_state["enabled"])
 
 
 @contextlib.contextmanager
@@ -76,6 +91,7 @@ def enable() -> bool:
             for name, kernel in _kernels().items():
                 lib.impl(name, kernel, "PrivateUse1")
         _state["lib"] = lib
+    _tell_device()
     return True
 
 

@@ -13,6 +13,7 @@ import pytest
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 torch = pytest.importorskip("torch")
 
+import nki.testing  # noqa: E402
 from nki.torch import ops, routing  # noqa: E402
 
 torch.set_num_threads(1)
@@ -240,9 +241,8 @@ def test_sdpa_masks_on_neuron(routed, kind):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("shape", list(MASK_SHAPES))
 def test_sdpa_mask_gradient_on_neuron(routed, shape, causal):
-    """The overrideable SDPA op and its autograd on neuron: a float mask that requires grad
-    gets its gradient from the NKI backward kernel (the op called directly: the device's C++
-    backend choice sends F.scaled_dot_product_attention with such a mask to the math path)."""
+    """The overrideable SDPA op called directly, and its autograd on neuron: a float mask
+    that requires grad gets its gradient from the NKI backward kernel."""
     q, k, v = _qkv()
     mask = _rand(*MASK_SHAPES[shape], seed=4)
     leaves = [t.to("neuron").requires_grad_() for t in (q, k, v, mask)]
@@ -256,15 +256,89 @@ def test_sdpa_mask_gradient_on_neuron(routed, shape, causal):
         torch.testing.assert_close(leaf.grad.cpu(), ref, rtol=1e-4, atol=1e-5)
 
 
-def test_sdpa_mask_gradient_through_functional(routed):
-    """F.scaled_dot_product_attention with a float mask that requires grad: right gradients
-    on neuron, whichever path the device's backend choice takes."""
-    q, k, v = _qkv()
-    mask = _rand(2, 1, 16, 16, seed=4)
+def _functional_mask_grads(q, k, v, mask, causal):
+    """``F.scaled_dot_product_attention(...).sum()`` on neuron with every input a leaf:
+    (output on CPU, [q, k, v, mask grads on CPU], the NKI kernels that ran)."""
     leaves = [t.to("neuron").requires_grad_() for t in (q, k, v, mask)]
-    F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3]).sum().backward()
-    for leaf, ref in zip(leaves, _mask_grad_reference(q, k, v, mask, False)):
-        torch.testing.assert_close(leaf.grad.cpu(), ref, rtol=1e-4, atol=1e-5)
+    with ops.count_kernels() as seen:
+        out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3],
+                                             is_causal=causal)
+        out.sum().backward()
+    assert all(t.grad.device.type == "neuron" for t in leaves)
+    assert leaves[3].grad.shape == mask.shape and leaves[3].grad.dtype == mask.dtype
+    return out.detach().cpu(), [t.grad.cpu() for t in leaves], seen
+
+
+def _sdpa_reference_out(q, k, v, mask, causal):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=_causal_folded(mask, causal))
+
+
+FUNCTIONAL_MASK_SHAPES = {**MASK_SHAPES, "per_head_shared_batch": (1, 2, 16, 16)}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", list(FUNCTIONAL_MASK_SHAPES))
+def test_sdpa_functional_mask_gradient_runs_nki(routed, shape, causal):
+    """F.scaled_dot_product_attention with a 2-D or broadcastable 4-D float mask that
+    requires grad: routed, the device's backend choice sends it to the overrideable op, so
+    the NKI forward and backward kernels compute q, k, v and mask gradients."""
+    q, k, v = _qkv()
+    mask = _rand(*FUNCTIONAL_MASK_SHAPES[shape], seed=4)
+    out, grads, seen = _functional_mask_grads(q, k, v, mask, causal)
+    assert seen == {"flash_attention": 1, "flash_attention_bwd": 1}
+    torch.testing.assert_close(out, _sdpa_reference_out(q, k, v, mask, causal),
+                               rtol=1e-4, atol=1e-5)
+    for got, ref in zip(grads, _mask_grad_reference(q, k, v, mask, causal)):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_sdpa_functional_mask_gradient_bf16(routed, causal):
+    """bf16 q, k, v and mask on the NKI kernels, against fp32 CPU autograd of the same
+    (bf16-valued) inputs under nki.testing's bf16 tolerance."""
+    q, k, v = (t.bfloat16() for t in _qkv())
+    mask = _rand(2, 1, 16, 16, seed=4).bfloat16()
+    out, grads, seen = _functional_mask_grads(q, k, v, mask, causal)
+    assert seen == {"flash_attention": 1, "flash_attention_bwd": 1}
+    assert out.dtype == torch.bfloat16 and all(g.dtype == torch.bfloat16 for g in grads)
+    wide = [t.float() for t in (q, k, v, mask)]
+    nki.testing.assert_close(out, _sdpa_reference_out(*wide, causal), msg="out")
+    for name, got, ref in zip("qkvm", grads, _mask_grad_reference(*wide, causal)):
+        nki.testing.assert_close(got, ref, msg=f"d{name}")
+
+
+@pytest.mark.parametrize("shape,dtype", [((1, 16), torch.float32), ((16,), torch.float32),
+                                         ((2, 16, 16), torch.float32),
+                                         ((2, 2, 1, 16), torch.float32),
+                                         ((16, 16), torch.float64)], ids=str)
+def test_sdpa_mask_gradient_kernel_cannot_take_uses_math(routed, shape, dtype):
+    """Routed, but a mask the kernel does not take as it is (a broadcast over Sq, a 1-D or
+    3-D mask, float64): the C++ backend choice keeps the math path, whose autograd gives the
+    gradient (its matmuls may still run on NKI, attention does not)."""
+    q, k, v = (t.to(dtype) for t in _qkv())
+    mask = _rand(*shape, seed=4, dtype=dtype)
+    _, grads, seen = _functional_mask_grads(q, k, v, mask, False)
+    assert "flash_attention" not in seen and "flash_attention_bwd" not in seen
+    for got, ref in zip(grads, _mask_grad_reference(q, k, v, mask, False)):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", ["shared", "per_head"])
+def test_sdpa_mask_gradient_routing_off_uses_math(routed, neuron, shape):
+    """Routing off: the device is told so, a float mask that requires grad takes the math
+    path on torch's CPU kernels (no NKI kernel) and still gets its gradient."""
+    assert neuron.sdpa_mask_grad_routed()
+    q, k, v = _qkv()
+    mask = _rand(*MASK_SHAPES[shape], seed=4)
+    with routing.routing(False):
+        assert not neuron.sdpa_mask_grad_routed()
+        out, grads, seen = _functional_mask_grads(q, k, v, mask, False)
+    assert neuron.sdpa_mask_grad_routed()
+    assert seen == {}
+    torch.testing.assert_close(out, _sdpa_reference_out(q, k, v, mask, False),
+                               rtol=1e-4, atol=1e-5)
+    for got, ref in zip(grads, _mask_grad_reference(q, k, v, mask, False)):
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5)
 
 
 def test_routing_off_runs_no_nki_kernel(routed):

@@ -34,4 +34,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("tensor"), py::arg("device") = -1);
   m.def("mirror_cpu_kernels", &mirror_cpu_kernels);
   m.def("fallback_calls", &fallback_calls);
+  m.def("set_sdpa_mask_grad_routed", &set_sdpa_mask_grad_routed, py::arg("routed"));
+  m.def("sdpa_mask_grad_routed", &sdpa_mask_grad_routed);
 }

@@ -52,4 +52,11 @@ void cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 int64_t mirror_cpu_kernels();
 int64_t fallback_calls();
 
+// ---- SDPA (overrideable.cpp)
+// Set by nki/torch/routing.py: true while its SDPA backward (which returns the mask gradient)
+// is registered and routing is on. Only then may a mask that needs a gradient take the
+// overrideable op: the extension's default SDPA backward cannot compute that gradient.
+void set_sdpa_mask_grad_routed(bool routed);
+bool sdpa_mask_grad_routed();
+
 }  // namespace nki_neuron

@@ -9,6 +9,8 @@
 // aten::_scaled_dot_product_fused_attention_overrideable (and its backward), which nki.torch
 // may route to an NKI kernel. The default kernels below run torch's CPU flash attention on
 // zero-copy views, so SDPA works (forward and backward) before anything is routed.
+// That default backward has no mask gradient, so a mask that requires grad is let onto the
+// overrideable op only while routing.py says its backward (which has one) is in charge.
 #include "neuron.h"
 
 #include <ATen/native/DispatchStub.h>
@@ -25,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -32,8 +35,28 @@
 namespace nki_neuron {
 namespace {
 
-// Dropout, GQA, masks that need a gradient and non-4-D inputs take the math path (which
-// decomposes into matmuls and softmax, all running on neuron).
+// Written from Python, read by whichever thread picks an SDPA backend.
+std::atomic<bool> mask_grad_routed{false};
+
+// Whether the NKI kernels take this mask (needing a gradient) as it is: q's dtype, one the
+// kernels compute in, and [Sq, Sk] or [1|B, 1|H, Sq, Sk] (the layouts nki.torch.ops.kernel_mask
+// hands the kernel unexpanded). Other masks go to the math path, whose autograd is general.
+bool kernel_takes_mask_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& mask) {
+  const auto dtype = q.scalar_type();
+  if (mask.scalar_type() != dtype || (dtype != at::kFloat && dtype != at::kBFloat16)) {
+    return false;
+  }
+  if (mask.dim() == 2) {
+    return mask.size(0) == q.size(2) && mask.size(1) == k.size(2);
+  }
+  return mask.dim() == 4 && mask.size(2) == q.size(2) && mask.size(3) == k.size(2) &&
+         (mask.size(0) == 1 || mask.size(0) == q.size(0)) &&
+         (mask.size(1) == 1 || mask.size(1) == q.size(1));
+}
+
+// Dropout, GQA and non-4-D inputs take the math path (which decomposes into matmuls and
+// softmax, all running on neuron); so do masks that need a gradient unless the routed NKI
+// backward will compute it.
 int64_t choose_sdp_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            const std::optional<at::Tensor>& mask, double dropout_p,
                            bool /*is_causal*/, std::optional<double> /*scale*/,
@@ -48,8 +71,14 @@ int64_t choose_sdp_backend(const at::Tensor& q, const at::Tensor& k, const at::T
       k.size(1) != v.size(1) || q.size(2) == 0 || k.size(2) == 0) {
     return math;
   }
-  if (mask.has_value() && mask->defined() && (mask->requires_grad() || mask->dim() > 4)) {
-    return math;
+  if (mask.has_value() && mask->defined()) {
+    if (mask->dim() > 4) {
+      return math;
+    }
+    if (mask->requires_grad() &&
+        !(mask_grad_routed.load() && kernel_takes_mask_grad(q, k, *mask))) {
+      return math;
+    }
   }
   return static_cast<int64_t>(at::SDPBackend::overrideable);
 }
@@ -117,11 +146,15 @@ at::Tensor neuron_like(const at::Tensor& like, const at::Tensor& cpu) {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> sdpa_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
-    const at::Tensor& value, const at::Tensor& bias, std::array<bool, 4> /*grad_input_mask*/,
+    const at::Tensor& value, const at::Tensor& bias, std::array<bool, 4> grad_input_mask,
     const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& /*cum_seq_q*/,
     const at::Tensor& /*cum_seq_k*/, c10::SymInt /*max_q*/, c10::SymInt /*max_k*/,
     double dropout_p, bool is_causal, const at::Tensor& /*philox_seed*/,
     const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
+  // Reached with a mask needing a gradient only by calling the op directly (the backend
+  // choice keeps such masks away): refuse rather than return no gradient.
+  TORCH_CHECK(!grad_input_mask[3], "neuron SDPA: the default backward has no attn_mask "
+              "gradient; it comes from nki.torch.routing (or use the math path)");
   const at::Tensor q = batched(query);
   std::optional<at::Tensor> mask;
   if (bias.defined()) {
@@ -169,6 +202,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> conv_backward(
 }
 
 }  // namespace
+
+void set_sdpa_mask_grad_routed(bool routed) { mask_grad_routed.store(routed); }
+bool sdpa_mask_grad_routed() { return mask_grad_routed.load(); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(conv_forward));
