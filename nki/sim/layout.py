@@ -53,9 +53,12 @@ SCALAR_ACC_FROM_END = REGS_BYTES // 4          # PS.view(f32)[-SCALAR_ACC_FROM_E
 VECTOR_ACC_FROM_END = (REGS_BYTES - 512) // 4  # PS.view(f32)[-VECTOR_ACC_FROM_END:][:128]
 
 
-def operand_base(index: int) -> int:
-    """First column of operand ``index`` in an instruction row."""
-    return OPS + index * OPW
+def operand_base(index: int) -> np.int64:
+    """First column of operand ``index`` in an instruction row.
+
+    A numpy integer, not a Python int: Numba types a Python int global as a literal and
+    would compile every memory function once per operand position (4x the machine code)."""
+    return np.int64(OPS + index * OPW)
 
 
 class PhysOperand:

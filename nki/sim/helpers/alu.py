@@ -210,6 +210,23 @@ def binary_f32(op, a, b):
         if _same_shape(op, np.ascontiguousarray(a).ravel(), np.ascontiguousarray(b).ravel(),
                        out.ravel()):
             return out
+    # broadcast once, then every operator below is a flat loop: Numba generates a
+    # broadcasting loop nest per operator otherwise (4x the machine code of this module)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    return _binary_flat(op, _flat(a, shape), _flat(b, shape)).reshape(shape)
+
+
+@njit(cache=True, nogil=True)
+def _flat(a, shape):
+    """``a`` broadcast to ``shape``, as a flat contiguous array (no copy if it already is)."""
+    if a.shape == shape:
+        return np.ascontiguousarray(a).ravel()
+    return np.ascontiguousarray(np.broadcast_to(a, shape)).ravel()
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _binary_flat(op, a, b):
+    """``a op b`` on two flat fp32 arrays of one size (the general case of binary_f32)."""
     if op == ADD:
         return a + b
     if op == SUB:
@@ -293,7 +310,15 @@ def unary_f32(op, a):
 
 @njit(cache=True, nogil=True)
 def binary_i64(op, a, b, width):
-    """Integer/bitwise ``a op b`` on int64 values of a ``width``-bit type."""
+    """Integer/bitwise ``a op b`` on int64 values of a ``width``-bit type; ``a`` and ``b``
+    broadcast like numpy (once, up front, as in binary_f32)."""
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    return _binary_i64_flat(op, _flat(a, shape), _flat(b, shape), width).reshape(shape)
+
+
+@njit(cache=True, nogil=True)
+def _binary_i64_flat(op, a, b, width):
+    """binary_i64 on two flat int64 arrays of one size."""
     if op == BAND:
         return a & b
     if op == BOR:

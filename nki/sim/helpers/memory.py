@@ -74,17 +74,6 @@ def shape_of(irow, base):
 
 
 @njit(cache=True, nogil=True)
-def strided(typed, off, irow, base):
-    """A 5-D strided view of a typed arena for the operand at ``base``."""
-    c = irow[base + O_COUNT:base + O_COUNT + 5]
-    s = irow[base + O_STRIDE:base + O_STRIDE + 5]
-    isz = typed.itemsize
-    return np.lib.stride_tricks.as_strided(
-        typed[off:], shape=(c[0], c[1], c[2], c[3], c[4]),
-        strides=(s[0] * isz, s[1] * isz, s[2] * isz, s[3] * isz, s[4] * isz))
-
-
-@njit(cache=True, nogil=True)
 def _rows_layout(irow, base):
     """(rows, row stride, row length) when the operand is rows of contiguous elements (the
     common case: a partition range × a contiguous free range), else (0, 0, 0)."""
@@ -156,7 +145,29 @@ def gather(typed, off, irow, base, P, N):
         return out.reshape(P, N)
     if _gather_transposed(typed, off, irow, base, out):
         return out.reshape(P, N)
-    return strided(typed, off, irow, base).copy().reshape(P, N)
+    _copy_elements(typed, off, irow, base, out, True)
+    return out.reshape(P, N)
+
+
+@njit(cache=True, nogil=True)
+def _copy_elements(typed, off, irow, base, flat, reading):
+    """Element-by-element copy between any strided operand and ``flat`` (its contiguous
+    form), the fallback of gather and scatter: five explicit loops compile to a fraction of
+    the code of Numba's generic strided-array assignment."""
+    c = irow[base + O_COUNT:base + O_COUNT + 5]
+    s = irow[base + O_STRIDE:base + O_STRIDE + 5]
+    pos = 0
+    for i0 in range(c[0]):
+        for i1 in range(c[1]):
+            for i2 in range(c[2]):
+                for i3 in range(c[3]):
+                    o = off + i0 * s[0] + i1 * s[1] + i2 * s[2] + i3 * s[3]
+                    for i4 in range(c[4]):
+                        if reading:
+                            flat[pos] = typed[o + i4 * s[4]]
+                        else:
+                            typed[o + i4 * s[4]] = flat[pos]
+                        pos += 1
 
 
 @njit(cache=True, nogil=True)
@@ -284,10 +295,9 @@ def scatter(typed, off, irow, base, values):
             for i in range(n):
                 dst[i] = src[i]
         return
-    if _copy_runs(typed, off, irow, base, values.ravel(), False):
-        return
-    v = strided(typed, off, irow, base)
-    v[...] = values.reshape(v.shape)
+    flat = values.ravel()
+    if not _copy_runs(typed, off, irow, base, flat, False):
+        _copy_elements(typed, off, irow, base, flat, False)
 
 
 @njit(cache=True, nogil=True)
@@ -301,18 +311,19 @@ def _load_float(mem, code, off, irow, base, P, N):
                              ).reshape(P, N)
     if code == E4M3 or code == E5M2 or code == E4M3FN or code == E8M0:
         return nm.fp8_to_f32(gather(mem, off, irow, base, P, N).ravel(), code).reshape(P, N)
-    return gather(mem.view(np.float32), off, irow, base, P, N)
+    return gather(mem.view(np.uint32), off, irow, base, P, N).view(np.float32)
 
 
 @njit(cache=True, nogil=True)
 def _load_int(mem, code, off, irow, base, P, N):
-    """Gather an integer operand exactly as int64."""
+    """Gather an integer operand exactly as int64 (gathered as unsigned words of its width,
+    then reinterpreted: gather and scatter exist once per width, not once per dtype)."""
     if code == I8:
-        return gather(mem.view(np.int8), off, irow, base, P, N).astype(np.int64)
+        return gather(mem, off, irow, base, P, N).view(np.int8).astype(np.int64)
     if code == I16:
-        return gather(mem.view(np.int16), off, irow, base, P, N).astype(np.int64)
+        return gather(mem.view(np.uint16), off, irow, base, P, N).view(np.int16).astype(np.int64)
     if code == I32:
-        return gather(mem.view(np.int32), off, irow, base, P, N).astype(np.int64)
+        return gather(mem.view(np.uint32), off, irow, base, P, N).view(np.int32).astype(np.int64)
     if code == U16:
         return gather(mem.view(np.uint16), off, irow, base, P, N).astype(np.int64)
     if code == U32:
@@ -364,7 +375,7 @@ def int_range(code):
 def _store_float(mem, code, off, irow, base, flat):
     """Round fp32 values to a float operand's format and scatter them."""
     if code == TF32:
-        scatter(mem.view(np.float32), off, irow, base, nm.f32_to_tf32(flat))
+        scatter(mem.view(np.uint32), off, irow, base, nm.f32_to_tf32(flat).view(np.uint32))
     elif code == BF16:
         scatter(mem.view(np.uint16), off, irow, base, nm.f32_to_bf16(flat))
     elif code == F16:
@@ -372,21 +383,16 @@ def _store_float(mem, code, off, irow, base, flat):
     elif code == E4M3 or code == E5M2 or code == E4M3FN or code == E8M0:
         scatter(mem, off, irow, base, nm.f32_to_fp8(flat, code))
     else:
-        scatter(mem.view(np.float32), off, irow, base, flat)
+        scatter(mem.view(np.uint32), off, irow, base, flat.view(np.uint32))
 
 
 @njit(cache=True, nogil=True)
 def _store_int(mem, code, off, irow, base, flat):
     """Scatter int64 values to an integer operand, wrapping to its width."""
-    if code == I8:
-        scatter(mem.view(np.int8), off, irow, base, flat.astype(np.int8))
-    elif code == I16:
-        scatter(mem.view(np.int16), off, irow, base, flat.astype(np.int16))
-    elif code == I32:
-        scatter(mem.view(np.int32), off, irow, base, flat.astype(np.int32))
-    elif code == U16:
+    # astype to the unsigned type of the width wraps exactly as the signed one would
+    if code == I16 or code == U16:
         scatter(mem.view(np.uint16), off, irow, base, flat.astype(np.uint16))
-    elif code == U32:
+    elif code == I32 or code == U32:
         scatter(mem.view(np.uint32), off, irow, base, flat.astype(np.uint32))
     else:
         scatter(mem, off, irow, base, flat.astype(np.uint8))
