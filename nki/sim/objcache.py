@@ -28,7 +28,10 @@ _READY = False
 
 
 def runtime_ready() -> None:
-    """Register Numba's runtime symbols with LLVM (its C helpers, NRT, libm), once."""
+    """Register Numba's runtime symbols with LLVM (its C helpers, NRT, libm) and set up NRT's
+    allocator, once: all that loaded helpers need to allocate. Only the target context is
+    touched, never a dispatcher: running one loads Numba's typing registries, which import
+    numba.np.arraymath and through it scipy.linalg (~0.9 s of a warm process's first call)."""
     global _READY
     if _READY:
         return

@@ -11,7 +11,6 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from nki.errors import NkiRuntimeError, fail
 from nki.ir.target import Target
@@ -71,7 +70,6 @@ class Executable:
         g = self.generated
         done = g.compiled().get(self.backend)
         if done is None:
-            _ensure_runtime()
             used = g.bind_helpers()
             if self.backend == "python":
                 ns = {"run_instr": _python_runner()}
@@ -150,11 +148,3 @@ def run_cores(exes: list[Executable], hbm: np.ndarray, target: Target) -> None:
         # a core's own fault first: a peer's "waits forever" is its consequence
         errors.sort(key=lambda e: getattr(e, "code", "") == "nki_collective_deadlock")
         raise errors[0]
-
-
-@njit(cache=True, nogil=True)
-def _ensure_runtime():
-    """Helpers allocate through Numba's runtime (NRT), which Numba sets up only when it
-    compiles or loads a dispatcher; helpers reached through C pointers from cached programs
-    bypass that, so run one allocating dispatcher first."""
-    return np.empty(1, np.float32).size
