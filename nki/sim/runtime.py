@@ -8,6 +8,7 @@ is filled with 0xFF bytes, a NaN in every float format, so reading never-written
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,6 +21,7 @@ from nki.sim.emit import collectives as host
 from nki.sim.emit import rng
 from nki.sim.helpers.registry import NLOOPVARS, addresses, python_impls
 from nki.sim.layout import REGS_BYTES
+from nki.sim.profile import InstructionProfile, profiling_runner
 
 # The engines' random-number state sits just below the registers (nki/sim/emit/rng.py)
 STATE_BYTES = REGS_BYTES + rng.RNG_BYTES
@@ -62,28 +64,45 @@ class Executable:
     backend: str
     fn: object = None
     addr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    # backend "profile": the generated loops in Python, each helper's compiled entry timed
+    profile: InstructionProfile | None = None
 
     def prepare(self) -> None:
         """Compile (or load) the program once per process and backend."""
         if self.fn is not None:
             return
         g = self.generated
+        if self.backend == "profile":
+            self.profile = InstructionProfile(g.origins, g.helpers)
+            self.addr = _helper_table(g.bind_helpers())
+            self.fn = _exec_source(g, profiling_runner(self.addr, self.profile))
+            return
         done = g.compiled().get(self.backend)
         if done is None:
             used = g.bind_helpers()
             if self.backend == "python":
-                ns = {"run_instr": _python_runner()}
-                exec(compile(g.source, f"<nki:{g.name}>", "exec"), ns)
-                done = (ns[g.name], np.zeros(1, np.int64))
+                done = (_exec_source(g, _python_runner()), np.zeros(1, np.int64))
             else:
                 from nki.sim.compile import compile_source
 
-                # host calls (barriers, collectives, prints) run Python through ctypes
-                table = addresses(used - host.host_helper_ids())
-                host.patch_addresses(table)
-                done = (compile_source(g.name, g.source), table)
+                done = (compile_source(g.name, g.source), _helper_table(used))
             g.compiled()[self.backend] = done
         self.fn, self.addr = done
+
+
+def _helper_table(used: set[int]) -> np.ndarray:
+    """The address table of compiled helper entries; host calls (barriers, collectives,
+    prints) point at the ctypes callback that runs their Python."""
+    table = addresses(used - host.host_helper_ids())
+    host.patch_addresses(table)
+    return table
+
+
+def _exec_source(g: Generated, run_instr):
+    """The generated function as plain Python, calling ``run_instr`` per instruction."""
+    ns = {"run_instr": run_instr}
+    exec(compile(g.source, f"<nki:{g.name}>", "exec"), ns)
+    return ns[g.name]
 
 
 _ARENAS = threading.local()
@@ -117,7 +136,10 @@ def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, co
         loopvars = np.zeros(NLOOPVARS, np.int64)
         g = exe.generated
         with host.running(launch, core, g) as ctx:
+            t0 = time.perf_counter()
             status = exe.fn(exe.addr, hbm, sbuf, psum, g.int_table, g.float_table, loopvars)
+            if exe.profile is not None:
+                exe.profile.wall += time.perf_counter() - t0
         if status >= 0 and ctx.pending is not None:   # a host call failed: its own error
             errors.append(ctx.pending)
         elif status >= 0:

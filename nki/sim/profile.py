@@ -1,0 +1,99 @@
+"""Where a simulation's time goes: every instruction timed as it runs.
+
+The profiled run executes the generated source as plain Python (the ``python`` backend's
+loops) but calls each instruction's *compiled* helper through its C address, timing the call.
+So the helpers run exactly the machine code of the ``numba`` backend, and the per-instruction
+times add up to the compiled run's time, plus a few microseconds of Python per instruction
+(reported apart, as ``overhead``). These are host times of this simulator on this CPU, not
+a model of a NeuronCore: they show which instructions the simulation spends its time on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nki.sim.layout import NF, ROW
+
+_HELPER_C = ctypes.CFUNCTYPE(
+    ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+    ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+@dataclass
+class InstructionProfile:
+    """Per-instruction call counts and seconds of one core's run, by instruction row.
+
+    ``origins[k]`` is row ``k``'s ``file:line api(...)`` text, ``helpers[k]`` its helper.
+    """
+
+    origins: list[str]
+    helpers: list[str]
+    calls: np.ndarray = field(default=None)
+    seconds: np.ndarray = field(default=None)
+    wall: float = 0.0
+
+    def __post_init__(self):
+        n = len(self.origins)
+        self.calls = np.zeros(n, np.int64) if self.calls is None else self.calls
+        self.seconds = np.zeros(n, np.float64) if self.seconds is None else self.seconds
+
+    @property
+    def total(self) -> float:
+        """Seconds spent inside helpers."""
+        return float(self.seconds.sum())
+
+    def by_helper(self) -> dict[str, float]:
+        """Seconds per helper (instruction family), largest first."""
+        out: dict[str, float] = {}
+        for name, s in zip(self.helpers, self.seconds):
+            out[name] = out.get(name, 0.0) + float(s)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def table(self, top: int = 20) -> str:
+        """The ``top`` instructions by time: share, total, calls, time per call, origin."""
+        order = np.argsort(-self.seconds)[:top]
+        lines = [f"{'share':>6s} {'ms':>9s} {'calls':>7s} {'us/call':>9s}  instruction"]
+        total = max(self.total, 1e-12)
+        for k in order:
+            if self.calls[k] == 0:
+                break
+            s, c = self.seconds[k], self.calls[k]
+            lines.append(f"{100 * s / total:5.1f}% {s * 1e3:9.3f} {c:7d} {s / c * 1e6:9.1f}  "
+                         f"{self.origins[k]}")
+        lines.append(f"helpers {self.total * 1e3:.3f} ms of {self.wall * 1e3:.3f} ms wall "
+                     f"(overhead {max(self.wall - self.total, 0.0) * 1e3:.3f} ms: the "
+                     "profiler's Python loop)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def profiling_runner(addr: np.ndarray, profile: InstructionProfile):
+    """A ``run_instr`` for the generated source that calls helpers' C entries (``addr``,
+    the program's address table) and adds each call's time to ``profile``."""
+    fns: dict[int, object] = {}
+    ptrs: list = []
+    calls, seconds = profile.calls, profile.seconds
+    clock = time.perf_counter
+
+    def run_instr(ADDR, H, S, PS, IT, FT, k, L):
+        if not ptrs:   # the arenas do not move during a run: take their addresses once
+            ptrs.extend((H.ctypes.data, H.size, S.ctypes.data, S.size, PS.ctypes.data,
+                         PS.size, IT.ctypes.data, FT.ctypes.data, L.ctypes.data))
+        h, hn, s, sn, p, pn, it, ft, lv = ptrs
+        hid = int(IT[k, 0])
+        fn = fns.get(hid)
+        if fn is None:
+            fn = fns[hid] = _HELPER_C(int(addr[hid]))
+        t0 = clock()
+        status = fn(h, hn, s, sn, p, pn, it + k * ROW * 8, ft + k * NF * 8, lv)
+        seconds[k] += clock() - t0
+        calls[k] += 1
+        return status
+
+    return run_instr
