@@ -47,9 +47,30 @@ def best_of_pair(fn_a: Callable[[], object], fn_b: Callable[[], object], repeat:
     return best_a, best_b
 
 
+def probe_env(**overrides: str) -> dict:
+    """The environment for a new-process probe (compile and warm-start times), as a user's
+    would be: Python writes and reuses bytecode (some sandboxes set PYTHONDONTWRITEBYTECODE,
+    and then every nki module is compiled from source at each import, ~0.2 s more)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(overrides)
+    return env
+
+
+def cpu_model() -> str:
+    """The CPU's model name (the ratios differ a lot between CPUs: AVX-512, AMX, memory)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def write_record(path: str, **fields) -> None:
     """Write ``fields`` with the machine facts every record carries to ``path`` (JSON)."""
-    record = {"machine": platform.processor() or platform.machine(),
+    record = {"machine": platform.processor() or platform.machine(), "cpu": cpu_model(),
               "python": sys.version.split()[0], "cpus": os.cpu_count(),
               "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
               "time": time.strftime("%Y-%m-%d %H:%M:%S"), **fields}

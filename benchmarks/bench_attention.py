@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-from _record import best_of, best_of_pair, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of, best_of_pair, probe_env, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def inputs(B, H, S, d, dtype, seed=0):
@@ -102,9 +102,10 @@ def compile_times(shape) -> dict:
         row = {}
         for label, env in (("new_kernel", {"NKI_CACHE": "0"}), ("warm_cache", {})):
             if label == "warm_cache":                        # make sure the entry exists
-                subprocess.run([sys.executable, "-c", code], capture_output=True)
+                subprocess.run([sys.executable, "-c", code], capture_output=True,
+                               env=probe_env())
             r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               env={**os.environ, **env})
+                               env=probe_env(**env))
             if r.returncode:
                 raise RuntimeError(r.stderr)
             imp, first, second = (float(t) for t in r.stdout.split())

@@ -18,7 +18,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from _record import best_of_pair, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of_pair, probe_env, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def cases(quick: bool):
@@ -80,9 +80,9 @@ def compile_times() -> dict:
     for label, env in (("new_kernel", {"NKI_CACHE": "0"}), ("warm_cache", {})):
         if label == "warm_cache":   # make sure the entry exists
             subprocess.run([sys.executable, "-c", COMPILE_PROBE], capture_output=True,
-                           env={**os.environ})
+                           env=probe_env())
         r = subprocess.run([sys.executable, "-c", COMPILE_PROBE], capture_output=True,
-                           text=True, env={**os.environ, **env})
+                           text=True, env=probe_env(**env))
         imp, first, total = (float(t) for t in r.stdout.split())
         out[label] = {"import_s": imp, "first_call_s": first, "total_s": total}
     return out
