@@ -13,9 +13,14 @@ from nki.errors import (
                         NkiUnsupportedError,
                         NkiValidationError,
 )
+from nki.ir.types import DType
 from nki.jit.kernel import Kernel, jit, simulate, simulate_kernel
+
+# The type of nl.float32 & co.: AWS's nki-library annotates dtype parameters `nki.dtype`.
+dtype = DType
 
 __version__ = "0.1.0"
 
-__all__ = ["jit", "simulate", "simulate_kernel", "Kernel", "NkiError", "NkiValidationError",
-           "NkiRuntimeError", "NkiCapacityError", "NkiUnsupportedError", "__version__"]
+__all__ = ["jit", "simulate", "simulate_kernel", "Kernel", "dtype", "NkiError",
+           "NkiValidationError", "NkiRuntimeError", "NkiCapacityError", "NkiUnsupportedError",
+           "__version__"]
