@@ -48,6 +48,7 @@ from nki.lang.iterators import (
 )
 from nki.lang.math import OPERATORS as _OPERATORS
 from nki.lang.matmul import NL_EXPORTS as _MATMUL_NL
+from nki.lang.nkiobject import NKIObject
 from nki.lang.operators import token as _token
 from nki.lang.reduce import NL_EXPORTS as _REDUCE_NL
 from nki.lang.select import NL_EXPORTS as _SELECT_NL
@@ -103,10 +104,6 @@ def copy(x, dtype=None):
     return out
 
 
-class NKIObject:
-    """Base class for user classes passed into kernels (dataclass-like meta-values)."""
-
-
 # random numbers, printing and scheduling (nki/lang/rng.py, nki/lang/misc.py)
 # runtime loops and indirect gathers (nki/lang/control.py, nki/lang/indirect.py)
 from nki.lang.control import dynamic_range, fori_loop, while_loop  # noqa: E402
@@ -153,3 +150,29 @@ def expand_dims(x, axis: int):
 
 __all__ = ([n for n in dir() if not n.startswith("_")] + list(_OPERATORS) + list(_MATMUL_NL)
            + list(_REDUCE_NL) + list(_SELECT_NL))
+
+
+def _install_opcode_module() -> None:
+    """Register ``nki.language.opcode``: the operator constants (``from nki.language.opcode
+    import maximum``, as nki-library's attention_cte does) as a submodule of this module.
+
+    ``nki.language`` is a module, not a package, so the submodule is placed in ``sys.modules``
+    directly (the import system looks there first). Its names are the same token objects as
+    ``nl.maximum`` & co., so ``op=opcode.maximum`` and ``op=nl.maximum`` mean the same.
+    """
+    import sys
+    import types
+
+    from nki.lang.operators import as_act, as_alu
+
+    module = types.ModuleType(__name__ + ".opcode", "NKI operator constants (ALU ops and "
+                              "activation functions), the same objects as nki.language's.")
+    for name, value in list(globals().items()):
+        if not name.startswith("_") and callable(value) and (
+                as_alu(value) is not None or as_act(value) is not None):
+            setattr(module, name, value)
+    sys.modules[module.__name__] = module
+    globals()["opcode"] = module
+
+
+_install_opcode_module()
