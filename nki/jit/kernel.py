@@ -162,10 +162,12 @@ class Kernel:
         spec = disk.load(disk_key) if disk else None
         if spec is None:
             target = get_target(settings.target)
-            with DependencyRecorder() as deps, warnings.catch_warnings(record=True) as caught:
+            # dependencies matter only for a disk entry, and only the trace runs user code
+            deps = DependencyRecorder() if disk else None
+            with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 cores = specialize_cores(self.fn, args, kwargs, tensor_args, target,
-                                         self._lnc, settings)
+                                         self._lnc, settings, recorder=deps)
                 _check_core_races(cores, target)
             spec = Specialization(cores, settings, [(str(w.message), w.category, w.filename,
                                                      w.lineno) for w in caught])

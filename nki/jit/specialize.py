@@ -3,6 +3,7 @@ generate the program of each core."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from dataclasses import dataclass, replace
 
@@ -133,11 +134,16 @@ def run_passes(program: Program, target: Target, settings=None,
     return reroll(program)
 
 
-def specialize_cores(fn, args, kwargs, tensor_args, target, lnc, settings) -> list[CoreProgram]:
+def specialize_cores(fn, args, kwargs, tensor_args, target, lnc, settings,
+                     recorder=None) -> list[CoreProgram]:
     """Trace every core, then place and compile each. Tracing all cores first lets each
-    core's private HBM scratch get its own range after the tensors the cores share."""
-    traced = [trace_core(fn, args, kwargs, tensor_args, target, core, lnc, settings)
-              for core in range(lnc)]
+    core's private HBM scratch get its own range after the tensors the cores share.
+    ``recorder`` (a context manager, e.g. the program cache's ``DependencyRecorder``) is
+    active while the kernel's Python runs and not during the passes: its profile hook fires
+    on every call and made them ~2x slower."""
+    with recorder or contextlib.nullcontext():
+        traced = [trace_core(fn, args, kwargs, tensor_args, target, core, lnc, settings)
+                  for core in range(lnc)]
     sizes = [hbm_footprint(program) for program, *_ in traced]
     shared = max(s for s, _ in sizes)
     stride = max(p for _, p in sizes)

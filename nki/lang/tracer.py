@@ -82,8 +82,8 @@ class Trace:
         self.body: list[Stmt] = []
         self._stack: list[list[Stmt]] = [self.body]
         self._loops: list[RecordedLoop] = []
-        self._written: dict[int, np.ndarray] = {}
-        self._mm_written: dict[int, np.ndarray] = {}
+        self._written: dict[int, ByteFlags] = {}
+        self._mm_written: dict[int, ByteFlags] = {}
         self.uninit_reads: dict[int, SourceLoc | None] = {}
         # tensors stored as fp32 under precise_fp=False: id -> the dtype the kernel declared
         self.widened: dict[int, DType] = {}
@@ -127,13 +127,13 @@ class Trace:
         if self._loops:
             self._loops[-1].tensors[-1].append(tid)
         if role in ("internal", "output"):
-            table = np.zeros((decl.partitions, decl.bytes_per_partition), np.bool_)
+            shape = (decl.partitions, decl.bytes_per_partition)
             # a tensor placed by address= may alias another: what is written through one is
             # read through the other, so it is never treated as fresh
             if address is None:
-                self._written[tid] = table
+                self._written[tid] = ByteFlags(shape)
             if memory is Memory.PSUM:
-                self._mm_written[tid] = np.zeros_like(table)
+                self._mm_written[tid] = ByteFlags(shape)
         return decl
 
     def _storage_dtype(self, memory: Memory, dtype: DType, role: str,
@@ -169,48 +169,41 @@ class Trace:
         return bool(self._loops) or len(self._stack) > 1
 
     # ----- write tracking --------------------------------------------------------------------
-    def _byte_view(self, table: np.ndarray, acc: Access) -> np.ndarray:
-        """A strided view of a per-byte flag table covering exactly the bytes ``acc`` touches."""
+    def _layout(self, acc: Access, rowbytes: int) -> tuple[int, tuple, tuple]:
+        """(first byte, shape, byte strides) of the bytes ``acc`` touches in its tensor's
+        flag table (``rowbytes`` bytes per partition row)."""
         decl = self.tensors[acc.tensor]
         # a widened tensor's table counts fp32 bytes; its views count the same elements
         isz = decl.dtype.itemsize if acc.tensor in self.widened else acc.dtype.itemsize
-        rowbytes = table.shape[1]
         base = acc.partition.const * rowbytes + acc.offset.const * isz
         dims = acc.dims if decl.memory.on_chip else ((0, 1),) + acc.dims
         shape = tuple(c for _, c in dims) + (isz,)
         first = dims[0][0] * rowbytes if decl.memory.on_chip else 0
-        strides = (first,) + tuple(s * isz for s, _ in dims[1:]) + (1,)
-        flat = table.reshape(-1)
-        return np.lib.stride_tricks.as_strided(flat[base:], shape=shape, strides=strides)
+        return base, shape, (first,) + tuple(s * isz for s, _ in dims[1:]) + (1,)
 
     def record_write(self, acc: Access, by_matmul: bool = False, dynamic: bool = False) -> None:
         # a write whose place is known only at run time may touch any byte of the tensor
         whole = dynamic or _dynamic(acc)
-        table = self._written.get(acc.tensor)
-        if table is not None:
-            (table if whole else self._byte_view(table, acc))[...] = True
+        flags = self._written.get(acc.tensor)
+        if flags is not None:
+            flags.set(None if whole else self._layout(acc, flags.shape[1]), True)
         # PSUM placed by address= has no fresh-bytes table but still tracks its matmul
         # writes, or accumulate=None would restart the accumulation group at every matmul
         mm = self._mm_written.get(acc.tensor)
         if mm is not None:
-            (mm if whole else self._byte_view(mm, acc))[...] = by_matmul
+            mm.set(None if whole else self._layout(acc, mm.shape[1]), by_matmul)
 
     def written_state(self, acc: Access, matmul: bool = False) -> str:
         """``"all"``, ``"none"`` or ``"some"`` of the bytes of ``acc`` written (by a matmul)."""
-        table = (self._mm_written if matmul else self._written).get(acc.tensor)
-        if table is None:
+        flags = (self._mm_written if matmul else self._written).get(acc.tensor)
+        if flags is None:
             return "all"
-        view = table if _dynamic(acc) else self._byte_view(table, acc)
-        if view.all():
-            return "all"
-        return "some" if view.any() else "none"
+        return flags.state(None if _dynamic(acc) else self._layout(acc, flags.shape[1]))
 
     def written_state_of(self, tid: int) -> str:
         """Whether any byte of a whole tensor was written: ``"all"``, ``"some"``, ``"none"``."""
-        table = self._written.get(tid)
-        if table is None or table.all():
-            return "all"
-        return "some" if table.any() else "none"
+        flags = self._written.get(tid)
+        return "all" if flags is None else flags.state(None)
 
     def check_read(self, role: str, acc: Access, api: str, loc: SourceLoc | None) -> None:
         """Note (or, with check_uninit, reject) a read of never-written on-chip bytes."""
@@ -320,6 +313,67 @@ class Trace:
             self._stack.pop()
         if self._loops and self._loops[-1] is rec:
             self._loops.pop()
+
+
+class ByteFlags:
+    """One flag per byte of a tensor, kept as a single value while they are all equal: most
+    tiles are written whole by their first instruction and never partially, and a fresh
+    ``(P, bytes)`` table per tile (page faults on first touch) was ~60% of the trace of
+    flash attention at S=8192. ``layout`` arguments are ``Trace._layout`` triples; None
+    means the whole tensor."""
+
+    __slots__ = ("shape", "uniform", "table")
+
+    def __init__(self, shape: tuple[int, int]):
+        self.shape = shape
+        self.uniform: bool | None = False   # every flag, while they are all equal
+        self.table: np.ndarray | None = None
+
+    def _view(self, layout) -> np.ndarray:
+        if layout is None:
+            return self.table
+        base, shape, strides = layout
+        flat = self.table.reshape(-1)
+        return np.lib.stride_tricks.as_strided(flat[base:], shape=shape, strides=strides)
+
+    def set(self, layout, value: bool) -> None:
+        value = bool(value)
+        if layout is None or _covers(layout, self.shape[0] * self.shape[1]):
+            self.uniform, self.table = value, None
+            return
+        if self.table is None:
+            if self.uniform is value:
+                return
+            self.table = np.full(self.shape, self.uniform, np.bool_)
+            self.uniform = None
+        self._view(layout)[...] = value
+
+    def state(self, layout) -> str:
+        """``"all"``, ``"some"`` or ``"none"`` of the flags under ``layout`` set."""
+        if self.table is not None:
+            view = self._view(layout)
+            return "all" if view.all() else "some" if view.any() else "none"
+        shape = self.shape if layout is None else layout[1]
+        if self.uniform or 0 in shape:        # no bytes at all: vacuously all (as .all())
+            return "all"
+        return "none"
+
+
+def _covers(layout, nbytes: int) -> bool:
+    """Whether a byte layout is exactly bytes ``[0, nbytes)``, each once: from byte 0, C-
+    contiguous (size-1 dims have no stride that matters). A layout this misses is tracked
+    byte by byte, which is only slower."""
+    base, shape, strides = layout
+    if base != 0:
+        return False
+    expected = 1
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= extent
+    return expected == nbytes
 
 
 def _dynamic(acc: Access) -> bool:
