@@ -40,7 +40,12 @@ class Affine:
         return tuple(s for s, _ in self.terms)
 
     def __add__(self, other: int | Affine) -> Affine:
+        # fast paths: an unrolled trace adds constants to constant offsets ~10^5 times
+        if type(other) is int:
+            return Affine(self.const + other, self.terms) if other else self
         other = Affine.of(other)
+        if not other.terms or not self.terms:
+            return Affine(self.const + other.const, self.terms or other.terms)
         coefs = dict(self.terms)
         for s, c in other.terms:
             coefs[s] = coefs.get(s, 0) + c

@@ -174,8 +174,10 @@ class Instr:
             yield k, a, False
 
     def map_accesses(self, fn) -> Instr:
-        return replace(self, writes=tuple((k, fn(a)) for k, a in self.writes),
-                       reads=tuple((k, fn(a)) for k, a in self.reads))
+        # the constructor, not dataclasses.replace (which re-reads the fields each call):
+        # lowering and reroll map every operand of every unrolled instruction
+        return Instr(self.opcode, tuple((k, fn(a)) for k, a in self.writes),
+                     tuple((k, fn(a)) for k, a in self.reads), self.attrs, self.loc, self.name)
 
     def depends_on(self, *producers: Instr, kind: Dependency | None = None) -> Instr:
         """``NkiInstruction.depends_on``: run this instruction after each producer (handles

@@ -35,10 +35,13 @@ def _progression(values: list[Affine], slot: int) -> Affine:
     step = values[1] - first
     if not step.is_const:
         raise _NoFoldError
+    # v == first + t*step, compared without building the Affines (called per operand of
+    # every unrolled instruction)
+    d, c0, terms = step.const, first.const, first.terms
     for t, v in enumerate(values):
-        if v != first + step * t:
+        if v.terms != terms or v.const != c0 + d * t:
             raise _NoFoldError
-    return first + Affine.var(slot, step.const)
+    return first + Affine.var(slot, d)
 
 
 def _unify_operand(ops: list, slot: int):

@@ -4,6 +4,7 @@ generate the program of each core."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import inspect
 from dataclasses import dataclass, replace
 
@@ -141,14 +142,30 @@ def specialize_cores(fn, args, kwargs, tensor_args, target, lnc, settings,
     ``recorder`` (a context manager, e.g. the program cache's ``DependencyRecorder``) is
     active while the kernel's Python runs and not during the passes: its profile hook fires
     on every call and made them ~2x slower."""
-    with recorder or contextlib.nullcontext():
-        traced = [trace_core(fn, args, kwargs, tensor_args, target, core, lnc, settings)
-                  for core in range(lnc)]
-    sizes = [hbm_footprint(program) for program, *_ in traced]
-    shared = max(s for s, _ in sizes)
-    stride = max(p for _, p in sizes)
-    return [_finish_core(t, target, settings, shared + core * stride)
-            for core, t in enumerate(traced)]
+    with _gc_paused():
+        with recorder or contextlib.nullcontext():
+            traced = [trace_core(fn, args, kwargs, tensor_args, target, core, lnc, settings)
+                      for core in range(lnc)]
+        sizes = [hbm_footprint(program) for program, *_ in traced]
+        shared = max(s for s, _ in sizes)
+        stride = max(p for _, p in sizes)
+        return [_finish_core(t, target, settings, shared + core * stride)
+                for core, t in enumerate(traced)]
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """No cyclic garbage collection while a kernel is traced and compiled. The trace and
+    the passes allocate ~10^6 small acyclic objects that stay alive, so every full
+    collection rescans a growing heap for nothing: flash attention S=8192 lowered in 1.1 s
+    with collections and 0.5 s without (trace 3.5 -> 3.1 s), and found ~10 cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _finish_core(traced, target, settings, private_base: int) -> CoreProgram:
