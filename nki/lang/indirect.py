@@ -88,7 +88,7 @@ def dynamic_ap(t: NkiTensor, view: NkiTensor, scalar_offset, vector_offset,
     return NkiTensor(t.decl, view.dtype, 0, view._off, dims, ind=idx)
 
 
-def vector_select(t: NkiTensor, dim: int, offsets) -> NkiTensor:
+def vector_select(t: NkiTensor, dim: int, vector_offset) -> NkiTensor:
     """``t.vector_select(0, idx)``: row ``i`` of dim 0 is row ``idx[i]`` of ``t`` (HBM)."""
     call = Call(f"{t.name}.vector_select")
     if t.on_chip or dim != 0:
@@ -96,9 +96,9 @@ def vector_select(t: NkiTensor, dim: int, offsets) -> NkiTensor:
                          f"tensor; got dim {dim} of {t.buffer.value} {t.name!r}")
     if not isinstance(t._off, int):
         raise call.error("nki_invalid_view", "vector_select of a view moved by a register")
-    idx = call.tile(offsets, "offsets", (Memory.SBUF,))
+    idx = call.tile(vector_offset, "vector_offset", (Memory.SBUF,))
     if not idx.dtype.is_int or idx.size != idx.shape[0]:
-        raise call.error("nki_shape_mismatch", f"offsets must be a [P, 1] integer tile, got "
+        raise call.error("nki_shape_mismatch", f"vector_offset must be a [P, 1] integer tile, got "
                          f"{idx.dtype.name} {idx.shape}")
     dims = ((t._dims[0][0], idx.shape[0]),) + t._dims[1:]
     return NkiTensor(t.decl, t.dtype, 0, t._off, dims, ind=idx)

@@ -239,13 +239,33 @@ class NkiTensor:
         new = self.shape[:dim] + tuple(shape) + self.shape[dim + 1:]
         return self.reshape(new)
 
-    def flatten_dims(self, start: int, end: int) -> NkiTensor:
-        """Merge dims ``start..end`` (inclusive)."""
-        start, end = self._dim(start), self._dim(end)
+    def flatten_dims(self, start_dim: int, end_dim: int) -> NkiTensor:
+        """Merge dims ``start_dim..end_dim`` (inclusive); they must chain in memory, and on
+        chip ``start_dim`` must not be the partition dim.
+
+        Example:
+            >>> t.flatten_dims(1, 2).shape        # (128, 2, 3, 4) -> (128, 6, 4)  # doctest: +SKIP
+        """
+        start, end = self._dim(start_dim), self._dim(end_dim)
+        if start > end or (self.on_chip and start == 0 and end > 0):
+            raise validation("nki_invalid_view", f"flatten_dims({start_dim}, {end_dim}) of "
+                             f"{self.name!r} needs start_dim <= end_dim"
+                             + (" and start_dim > 0 on chip" if self.on_chip else ""))
         n = 1
         for c in self.shape[start:end + 1]:
             n *= c
         return self.reshape(self.shape[:start] + (n,) + self.shape[end + 1:])
+
+    def rearrange(self, src_pattern: tuple, dst_pattern: tuple,
+                  fixed_sizes: dict[str, int] | None = None) -> NkiTensor:
+        """einops-style view: split source groups, reorder, merge destination groups.
+
+        Example:
+            >>> t.rearrange(("p", ("h", "w")), ("p", "w", "h"), {"h": 4})  # doctest: +SKIP
+        """
+        from nki.lang.rearrange import rearrange_view
+
+        return rearrange_view(self, src_pattern, dst_pattern, fixed_sizes)
 
     def view(self, dtype) -> NkiTensor:
         """Reinterpret the bits as ``dtype`` (last dim rescaled; it must be contiguous)."""
@@ -267,7 +287,7 @@ class NkiTensor:
 
         return dynamic_ap(self, view, scalar_offset, vector_offset, indirect_dim)
 
-    def vector_select(self, dim: int, offsets) -> NkiTensor:
+    def vector_select(self, dim: int, vector_offset) -> NkiTensor:
         """HBM only: row ``i`` of dim 0 is row ``offsets[i]`` (a ``[P, 1]`` integer SBUF tile)
         of this view; an indirect view for ``dma_copy`` / ``dma_compute``.
 
@@ -276,7 +296,7 @@ class NkiTensor:
         """
         from nki.lang.indirect import vector_select
 
-        return vector_select(self, self._dim(dim), offsets)
+        return vector_select(self, self._dim(dim), vector_offset)
 
     def indirect(self, index, num_elem: int | None = None) -> NkiTensor:
         """trn3 tensor indirection (TI): a ``(P, num_elem)`` view whose column ``i`` reads,

@@ -38,7 +38,8 @@ def embedding(table, idx):
 def embedding_strict(table, idx):
     out = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.shared_hbm)
     rows = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=rows, src=table.vector_select(0, _ids(idx)))   # casts bf16 -> fp32
+    # the keyword is AWS's parameter name (NkiTensor.vector_select(dim, vector_offset))
+    nisa.dma_copy(dst=rows, src=table.vector_select(0, vector_offset=_ids(idx)))  # bf16 -> fp32
     nisa.dma_copy(dst=out, src=rows)
     return out
 

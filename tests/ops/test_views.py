@@ -40,6 +40,17 @@ CASES = {
     "broadcast": (lambda t: t[:, 4:5].broadcast(1, 6), lambda x: np.repeat(x[:, 4:5], 6, 1)),
     "ap": (lambda t: t.ap([[64, 128], [2, 16]], offset=1), lambda x: x[:, 1:33:2]),
     "chained": (lambda t: t[16:80][4:20, 8:16], lambda x: x[20:36, 8:16]),
+    # AWS's keyword names (start_dim/end_dim), as nki-library's rmsnorm_tkg calls it
+    "flatten-dims": (lambda t: t.reshape((128, 2, 4, 8)).flatten_dims(start_dim=1, end_dim=2),
+                     lambda x: x.reshape(128, 8, 8)),
+    "rearrange-split": (lambda t: t.rearrange(("p", ("h", "w")), ("p", "w", "h"), {"h": 4}),
+                        lambda x: x.reshape(128, 4, 16).transpose(0, 2, 1)),
+    "rearrange-merge": (lambda t: t[:, 0:48].reshape((128, 4, 12))
+                        .rearrange(("p", "a", ("b", "c")), ("p", ("a", "b"), "c"), {"c": 3}),
+                        lambda x: x[:, 0:48].reshape(128, 16, 3)),
+    "rearrange-infer": (lambda t: t.rearrange(("p", ("h", "w")), ("p", "w", "h"),
+                                              {"h": -1, "w": 8}),
+                        lambda x: x.reshape(128, 8, 8).transpose(0, 2, 1)),
 }
 
 
@@ -77,6 +88,13 @@ def test_hbm_int_index_drops_dim():
      "nki_invalid_view"),
     (lambda t: t[0:128:2, :], "nki_invalid_view"),
     (lambda t: t.ap([[7, 128], [1, 4]]), "nki_invalid_view"),
+    (lambda t: t.reshape((128, 8, 8)).flatten_dims(0, 1), "nki_invalid_view"),
+    (lambda t: t.rearrange(("p", "f"), ("f", "p")), "nki_invalid_view"),
+    (lambda t: t.rearrange(("p", ("h", "w")), ("p", "h", "w")), "nki_invalid_view"),
+    (lambda t: t.rearrange(("p", ("h", "w")), ("p", "h", "w"), {"h": 5}), "nki_invalid_view"),
+    (lambda t: t.rearrange(("p", "f"), ("p", "g")), "nki_invalid_view"),
+    (lambda t: t.reshape((128, 8, 8)).permute((0, 2, 1)).rearrange(
+        ("p", "a", "b"), ("p", ("a", "b"))), "nki_invalid_view"),
 ])
 def test_invalid_views_are_rejected(bad, code):
     def kernel(x):
@@ -115,6 +133,13 @@ HBM_RESHAPES = {
                     lambda b: b[0:256, :].reshape(2, 128, 300)),
     "reshape-dim": (lambda b: b[:, 8:264].reshape_dim(0, (3, 128)),
                     lambda b: b[:, 8:264].reshape(3, 128, 256)),
+    # in HBM any dim may be split or moved, dim 0 included
+    "rearrange-hbm": (lambda b: b[0:128, 0:256].rearrange(("r", ("a", "c")), ("a", "r", "c"),
+                                                          {"a": 2}),
+                      lambda b: b[0:128, 0:256].reshape(128, 2, 128).transpose(1, 0, 2)),
+    "flatten-hbm": (lambda b: b.reshape((3, 128, 2, 150)).flatten_dims(start_dim=0,
+                                                                        end_dim=1)[0:3],
+                    lambda b: b[0:3].reshape(3, 2, 150)),
 }
 
 
