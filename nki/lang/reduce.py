@@ -36,8 +36,9 @@ def _alu(call: Call, op, allowed, role: str = "op") -> Alu:
     return alu
 
 
-def _axes(call: Call, x: NkiTensor, axis) -> tuple[int, ...]:
-    """Normalise ``axis`` (int or sequence) to sorted dims: trailing free dims only."""
+def _axes(call: Call, x: NkiTensor, axis, isa: bool = False) -> tuple[int, ...]:
+    """Normalise ``axis`` (int or sequence) to sorted dims: trailing free dims only.
+    ``isa`` marks ``nisa.tensor_reduce``, whose axis numbering changed in NKI 0.3.0."""
     raw = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
     nd = x.ndim
     dims = []
@@ -55,8 +56,18 @@ def _axes(call: Call, x: NkiTensor, axis) -> tuple[int, ...]:
                          "transpose or a ones-matmul")
     if axes != tuple(range(nd - len(axes), nd)):
         raise call.error("nki_invalid_argument", f"axis {axis!r} must be the trailing "
-                         f"contiguous free dims ending at the last dim (dim {nd - 1})")
+                         f"contiguous free dims ending at the last dim (dim {nd - 1})"
+                         + (_legacy_axis_hint(axes, nd) if isa else ""))
     return axes
+
+
+def _legacy_axis_hint(axes: tuple[int, ...], nd: int) -> str:
+    """Before NKI 0.3.0, ``axis=1`` of a 3-D/4-D tile meant its last dim (the migration
+    guide's fixed quirk); kernels written then fail here, so say what they meant."""
+    if axes != (1,) or nd < 3:
+        return ""
+    return (f"; before NKI 0.3.0 axis=1 of a {nd}-D tile meant its last dim, which is now "
+            f"axis={nd - 1}")
 
 
 def _emit_reduce(call: Call, d: NkiTensor, alu: Alu, x: NkiTensor, axes: tuple[int, ...],
@@ -96,7 +107,7 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=""):
     call = Call("nisa.tensor_reduce")
     d, x = call.tile(dst, "dst"), call.tile(data, "data")
     alu = _alu(call, op, _ARITH_REDUCE + _LOGICAL + _BITVEC_REDUCE)
-    return _emit_reduce(call, d, alu, x, _axes(call, x, axis), negate, name)
+    return _emit_reduce(call, d, alu, x, _axes(call, x, axis, isa=True), negate, name)
 
 
 def _gpsimd_tile(call: Call, value, role: str) -> NkiTensor:

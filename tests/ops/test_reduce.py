@@ -499,6 +499,22 @@ def test_tensor_reduce_bad_axis(axis, words):
         _spec(k, X)
 
 
+def test_tensor_reduce_pre_0_3_axis_names_the_new_axis():
+    # nki-library's layernorm_tkg reduces the last dim of a 3-D tile with axis=1 (the pre-0.3
+    # meaning); the error says which axis that is now, and nl.sum (always numpy-like) does not
+    def k(x):
+        nisa.tensor_reduce(dst=_sb((128, 4)), op=nl.add, data=_sb((128, 4, 8)), axis=1)
+    with pytest.raises(NkiValidationError, match=rf"nki_invalid_argument.*before NKI 0.3.0 "
+                       rf"axis=1 of a 3-D tile meant its last dim, which is now axis=2{_LINE}"):
+        _spec(k, X)
+
+    def k2(x):
+        nl.sum(_sb((128, 4, 8)), axis=1)
+    with pytest.raises(NkiValidationError, match=r"trailing") as info:
+        _spec(k2, X)
+    assert "0.3.0" not in str(info.value)
+
+
 def test_tensor_reduce_wrong_dst_size():
     def k(x):
         nisa.tensor_reduce(dst=_sb((128, 2)), op=nl.add, data=_sb((128, 4, 8)), axis=(1, 2))
