@@ -150,3 +150,79 @@ def test_scalar_tensor_tensor_comparisons(backend, rng, op0, ref0, op1, ref1, re
     with np.errstate(all="ignore"):
         t = _expect(ref0, s, a) if reverse0 else _expect(ref0, a, s)
     _same_bits(y, _expect(ref1, t, b))
+
+
+# ----- fp32 row operands computed straight in the arenas (helpers' in-place fast paths) ------
+# Where the destination is an input, apart from the inputs, or overlaps one by a shift (which
+# must fall back to the gathered path), non-commutative operators and reversed operands.
+def _aliasing_kernel(where, op):
+    def kernel(a, b):
+        P, W = a.shape
+        out = nl.ndarray((P, W), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, 2 * W), dtype=a.dtype, buffer=nl.sbuf)   # [a | b]
+        nisa.dma_copy(dst=t[:, 0:W], src=a)
+        nisa.dma_copy(dst=t[:, W:2 * W], src=b)
+        x, y = t[:, 0:W], t[:, W:2 * W]
+        if where == "dst_is_data1":
+            dst = x
+        elif where == "dst_is_data2":
+            dst = y
+        elif where == "apart":
+            dst = nl.ndarray((P, W), dtype=a.dtype, buffer=nl.sbuf)
+        else:   # shifted: overlaps data2 by all but one column
+            dst = t[:, W - 1:2 * W - 1]
+        nisa.tensor_tensor(dst=dst, data1=x, data2=y, op=op)
+        nisa.dma_copy(dst=out, src=dst)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("where", ["dst_is_data1", "dst_is_data2", "apart", "shifted"])
+@pytest.mark.parametrize("op,ref", [(nl.subtract, np.subtract), (nl.divide, np.divide),
+                                    (nl.maximum, np.maximum)])
+def test_tensor_tensor_in_arena_aliasing(backend, rng, where, op, ref):
+    # 300 columns: the helper runs 54 partitions at a time (a ragged last chunk of 12)
+    a = rng.standard_normal((120, 300)).astype(np.float32)
+    b = rng.standard_normal((120, 300)).astype(np.float32)
+    a[3, 5], b[4, 6] = np.nan, np.nan
+    y = nki.jit(_aliasing_kernel(where, op), backend=backend)(a, b)
+    with np.errstate(all="ignore"):
+        expect = ref(a, b)   # shifted too: both inputs are read before the write lands
+    np.testing.assert_array_equal(y, expect)
+
+
+def _scalar_chain_kernel(in_place, reverse):
+    """tensor_scalar with a [P, 1] column then an immediate, then scalar_tensor_tensor reading
+    the result as data and the original tile as operand1."""
+    def kernel(a, c):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        keep = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        col = nl.ndarray((a.shape[0], 1), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        nisa.dma_copy(dst=keep, src=a)
+        nisa.dma_copy(dst=col, src=c)
+        dst = x if in_place else nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=dst, data=x, op0=nl.subtract, operand0=col, reverse0=reverse,
+                           op1=nl.divide, operand1=3.0, reverse1=reverse)
+        res = dst if in_place else nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=res, data=dst, op0=nl.maximum, operand0=col,
+                                  op1=nl.subtract, operand1=keep, reverse1=reverse)
+        nisa.dma_copy(dst=out, src=res)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scalar_chains_in_arena(backend, rng, in_place, reverse):
+    a = rng.standard_normal((120, 300)).astype(np.float32)
+    c = rng.standard_normal((120, 1)).astype(np.float32)
+    a[7, 9] = np.nan
+    y = nki.jit(_scalar_chain_kernel(in_place, reverse), backend=backend)(a, c)
+    with np.errstate(all="ignore"):
+        t = (c - a) if reverse else (a - c)
+        t = (np.float32(3.0) / t) if reverse else (t / np.float32(3.0))
+        t = np.maximum(t, c)
+        expect = (a - t) if reverse else (t - a)
+    np.testing.assert_array_equal(y, expect.astype(np.float32))

@@ -21,10 +21,14 @@ from nki.ir.ops import Opcode
 from nki.sim.emit import emitter, imm
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
+    copy_row,
+    f32_rows,
     int_range,
     is_int_code,
     load_bits,
     load_f32,
+    rows_meet,
+    same_rows,
     store_bits,
     store_f32,
     store_i64,
@@ -267,6 +271,39 @@ def tensor_copy_predicated(H, S, PS, irow, frow, L):
     return 0
 
 
+@njit(cache=True, nogil=True)
+def _direct_stt(H, S, PS, irow, frow, L, P):
+    """scalar_tensor_tensor straight in the arenas: fp32 rows of one shape, operand0 a
+    [P, 1] column or an immediate, arithmetic operators, the data being the destination or
+    apart from it and operand1 apart from it (it is read after the destination is written).
+    False (nothing written) otherwise."""
+    op0, op1, rev0, rev1 = irow[3], irow[4], irow[5], irow[6]
+    if not (alu.ADD <= op0 <= alu.MIN and alu.ADD <= op1 <= alu.MIN):
+        return False
+    dm, do, ds, dr, dn = f32_rows(H, S, PS, irow, OP0, L)
+    xm, xo, xs, xr, xn = f32_rows(H, S, PS, irow, OP1, L)
+    um, uo, us, ur, un = f32_rows(H, S, PS, irow, OP3, L)
+    if dr == 0 or xr != dr or ur != dr or xn != dn or un != dn:
+        return False
+    x_here = same_rows(irow, OP0, do, ds, OP1, xo, xs)
+    if (not x_here and rows_meet(irow, OP0, do, ds, OP1, xo, xs, dr, dn)) or \
+            rows_meet(irow, OP0, do, ds, OP3, uo, us, dr, dn):
+        return False
+    if _absent(irow, OP2):
+        c = np.full((1, 1), np.float32(frow[0]), np.float32)
+    else:
+        c = _f32(H, S, PS, irow, OP2, L, P)   # read before anything is written
+        if c.shape[1] != 1:
+            return False
+    for r in range(dr):
+        d = dm[do + r * ds:do + r * ds + dn]
+        if not x_here:
+            copy_row(d, xm[xo + r * xs:xo + r * xs + dn])
+        alu.col_into(op0, d, c[r if c.shape[0] > 1 else 0, 0], rev0 == 1)
+        alu.row_into(op1, d, um[uo + r * us:uo + r * us + dn], rev1 == 1)
+    return True
+
+
 @helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def scalar_tensor_tensor(H, S, PS, irow, frow, L):
@@ -274,6 +311,8 @@ def scalar_tensor_tensor(H, S, PS, irow, frow, L):
     ints: P, op0, op1, reverse0, reverse1; floats: operand0 value.
     operands: dst, data, operand0, operand1."""
     P = irow[OP0 + O_PARTS]   # not irow[2]: row-wise chunks narrow the operands
+    if _direct_stt(H, S, PS, irow, frow, L, P):
+        return 0
     x = _f32(H, S, PS, irow, OP1, L, P)
     if _absent(irow, OP2):
         s = np.full((1, 1), np.float32(frow[0]), np.float32)

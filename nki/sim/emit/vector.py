@@ -11,7 +11,17 @@ from nki.ir.ops import Opcode
 from nki.sim.emit import emitter, imm
 from nki.sim.emit.dma import dma_copy
 from nki.sim.helpers import alu
-from nki.sim.helpers.memory import load_f32, load_i64, shape_of, store_f32, store_i64
+from nki.sim.helpers.memory import (
+    copy_row,
+    f32_rows,
+    load_f32,
+    load_i64,
+    rows_meet,
+    same_rows,
+    shape_of,
+    store_f32,
+    store_i64,
+)
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import O_DTYPE, operand_base
 
@@ -27,11 +37,75 @@ def _width(code):
     return 32
 
 
+@njit(cache=True, nogil=True)
+def _arith(op):
+    """The operators alu.col_into / alu.row_into implement (add .. min)."""
+    return op >= alu.ADD and op <= alu.MIN
+
+
+@njit(cache=True, nogil=True)
+def _direct_binary(H, S, PS, irow, L, op):
+    """``dst = a op b`` straight in the arenas when all three are fp32 rows of one shape and
+    each input is the destination itself or apart from it; False (nothing written) else."""
+    dm, do, ds, dr, dn = f32_rows(H, S, PS, irow, OP0, L)
+    am, ao, as_, ar, an = f32_rows(H, S, PS, irow, OP1, L)
+    bm, bo, bs, br, bn = f32_rows(H, S, PS, irow, OP2, L)
+    if not _arith(op) or dr == 0 or ar != dr or br != dr or an != dn or bn != dn:
+        return False
+    a_here = same_rows(irow, OP0, do, ds, OP1, ao, as_)
+    b_here = same_rows(irow, OP0, do, ds, OP2, bo, bs)
+    if (a_here and b_here) or \
+            (not a_here and rows_meet(irow, OP0, do, ds, OP1, ao, as_, dr, dn)) or \
+            (not b_here and rows_meet(irow, OP0, do, ds, OP2, bo, bs, dr, dn)):
+        return False
+    for r in range(dr):
+        d = dm[do + r * ds:do + r * ds + dn]
+        a = am[ao + r * as_:ao + r * as_ + dn]
+        b = bm[bo + r * bs:bo + r * bs + dn]
+        if b_here:
+            alu.row_into(op, d, a, True)
+        else:
+            if not a_here:
+                copy_row(d, a)
+            alu.row_into(op, d, b, False)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _direct_scalar(H, S, PS, irow, frow, L):
+    """tensor_scalar straight in the arenas (fp32 rows in and out, the data being the
+    destination or apart from it, arithmetic operators); False (nothing written) else."""
+    op0, rev0, has1, op1, rev1, t0, t1 = (irow[2], irow[3], irow[4], irow[5], irow[6],
+                                          irow[7], irow[8])
+    if not _arith(op0) or (has1 == 1 and not _arith(op1)):
+        return False
+    dm, do, ds, dr, dn = f32_rows(H, S, PS, irow, OP0, L)
+    xm, xo, xs, xr, xn = f32_rows(H, S, PS, irow, OP1, L)
+    if dr == 0 or xr != dr or xn != dn:
+        return False
+    x_here = same_rows(irow, OP0, do, ds, OP1, xo, xs)
+    if not x_here and rows_meet(irow, OP0, do, ds, OP1, xo, xs, dr, dn):
+        return False
+    # the [P, 1] operands are read before anything is written (they may lie in dst)
+    c0 = _scalar_operand_f32(H, S, PS, irow, frow, OP2, 0, t0, L)
+    c1 = _scalar_operand_f32(H, S, PS, irow, frow, OP3, 1, t1, L) if has1 == 1 else c0
+    for r in range(dr):
+        d = dm[do + r * ds:do + r * ds + dn]
+        if not x_here:
+            copy_row(d, xm[xo + r * xs:xo + r * xs + dn])
+        alu.col_into(op0, d, c0[r if c0.shape[0] > 1 else 0, 0], rev0 == 1)
+        if has1 == 1:
+            alu.col_into(op1, d, c1[r if c1.shape[0] > 1 else 0, 0], rev1 == 1)
+    return True
+
+
 @helper(row_wise=True)
 @njit(cache=True, nogil=True)
 def tensor_tensor(H, S, PS, irow, frow, L):
     """dst = data1 op data2 (ints: op, int_math)."""
     op = irow[2]
+    if irow[3] == 0 and _direct_binary(H, S, PS, irow, L, op):
+        return 0
     if irow[3] == 1:
         a = load_i64(H, S, PS, irow, OP1, L)
         b = load_i64(H, S, PS, irow, OP2, L)
@@ -84,6 +158,8 @@ def tensor_scalar(H, S, PS, irow, frow, L):
     ints: op0, reverse0, has_op1, op1, reverse1, operand0_is_tile, operand1_is_tile, int_math."""
     op0, rev0, has1, op1, rev1, t0, t1, im = (irow[2], irow[3], irow[4], irow[5], irow[6],
                                                irow[7], irow[8], irow[9])
+    if im == 0 and _direct_scalar(H, S, PS, irow, frow, L):
+        return 0
     if im == 1:
         w = _width(irow[OP0 + O_DTYPE])
         r = _apply_i64(op0, load_i64(H, S, PS, irow, OP1, L),

@@ -198,8 +198,77 @@ def binary_col_f32(op, x, col, reverse):
 def binary_col_into_f32(op, x, col):
     """``x = x op col`` in place, for a 2-D ``x`` the caller owns (a fresh load): no new
     array and one pass over memory less than :func:`binary_col_f32`."""
-    if not _column(op, x, col, False, x):
-        x[...] = binary_f32(op, x, col)
+    P = x.shape[0]
+    for p in range(P):
+        if not col_into(op, x[p], col[p, 0] if col.shape[0] == P else col[0, 0], False):
+            break
+    else:
+        return
+    x[...] = binary_f32(op, x, col)
+
+
+# In-place loops over one row: reading and writing one array, LLVM vectorises them. Passing
+# the same memory as a separate input and output instead (``_column(op, a, c, r, a)``) makes
+# its runtime alias check fail and the loop runs scalar, 5x slower.
+@njit(cache=True, nogil=True, error_model="numpy")
+def col_into(op, d, c, c_first):
+    """``d = d op c`` (``c op d`` when ``c_first``) for a scalar ``c``, in place, for the
+    arithmetic operators; False (``d`` untouched) for the others."""
+    n = d.size
+    if op == ADD:
+        for i in range(n):
+            d[i] = c + d[i] if c_first else d[i] + c
+    elif op == SUB:
+        for i in range(n):
+            d[i] = c - d[i] if c_first else d[i] - c
+    elif op == MUL:
+        for i in range(n):
+            d[i] = c * d[i] if c_first else d[i] * c
+    elif op == DIV:
+        for i in range(n):
+            d[i] = c / d[i] if c_first else d[i] / c
+    elif op == MAX:
+        for i in range(n):
+            d[i] = _max(c, d[i]) if c_first else _max(d[i], c)
+    elif op == MIN:
+        for i in range(n):
+            d[i] = _min(c, d[i]) if c_first else _min(d[i], c)
+    else:
+        return False
+    return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def row_into(op, d, x, x_first):
+    """``d = d op x`` (``x op d`` when ``x_first``) elementwise for a row ``x`` of ``d``'s
+    size, in place, for the arithmetic operators; False (``d`` untouched) for the others."""
+    n = d.size
+    if op == ADD:
+        for i in range(n):
+            d[i] = x[i] + d[i] if x_first else d[i] + x[i]
+    elif op == SUB:
+        for i in range(n):
+            d[i] = x[i] - d[i] if x_first else d[i] - x[i]
+    elif op == MUL:
+        for i in range(n):
+            d[i] = x[i] * d[i] if x_first else d[i] * x[i]
+    elif op == DIV:
+        for i in range(n):
+            d[i] = x[i] / d[i] if x_first else d[i] / x[i]
+    elif op == MAX:
+        for i in range(n):
+            d[i] = _max(x[i], d[i]) if x_first else _max(d[i], x[i])
+    elif op == MIN:
+        for i in range(n):
+            d[i] = _min(x[i], d[i]) if x_first else _min(d[i], x[i])
+    else:
+        return False
+    return True
+
+
+def in_place_op(op: int) -> bool:
+    """Whether :func:`col_into` and :func:`row_into` implement ``op``."""
+    return op in (ADD, SUB, MUL, DIV, MAX, MIN)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -436,6 +436,8 @@ def copy_raw(H, S, PS, irow, dst, src, L):
     code = irow[src + O_DTYPE]
     P, N = shape_of(irow, src)
     width = _width(code)
+    if _copy_rows(dmem, doff, irow, dst, smem, soff, src, width):
+        return
     if (width == 4 and not _may_overlap(irow, dst, doff, src, soff)
             and _transpose_into(dmem.view(np.uint32), doff, irow, dst, smem.view(np.uint32),
                                 soff, src)):
@@ -448,6 +450,79 @@ def copy_raw(H, S, PS, irow, dst, src, L):
                 gather(smem.view(np.uint16), soff, irow, src, P, N))
     else:
         scatter(dmem, doff, irow, dst, gather(smem, soff, irow, src, P, N))
+
+
+# ----- fp32 row operands, used in place ----------------------------------------------------
+# The usual tile operand is fp32 rows: a partition range x a contiguous free range. Helpers
+# may compute on such operands straight in the arenas (no gathered copies: one pass over
+# memory, 2.4x faster for a 128x1024 tensor_tensor); these say when that is safe.
+@njit(cache=True, nogil=True)
+def f32_rows(H, S, PS, irow, base, L):
+    """(arena as fp32, element offset, row stride, rows, row length) of an fp32 operand laid
+    out as rows of contiguous elements; rows = 0 for any other operand."""
+    mem = arena(H, S, PS, irow[base + O_SPACE]).view(np.float32)
+    if irow[base + O_DTYPE] != F32:
+        return mem, 0, 0, 0, 0
+    rows, stride, n = _rows_layout(irow, base)
+    return mem, element_offset(irow, base, L), stride, rows, n
+
+
+@njit(cache=True, nogil=True)
+def same_rows(irow, x, xo, xs, y, yo, ys):
+    """Whether row operands ``x`` and ``y`` (offsets ``xo``/``yo``, strides ``xs``/``ys``)
+    are the very same elements, as in an in-place instruction."""
+    return irow[x + O_SPACE] == irow[y + O_SPACE] and xo == yo and xs == ys
+
+
+@njit(cache=True, nogil=True)
+def rows_meet(irow, x, xo, xs, y, yo, ys, rows, n):
+    """Whether two operands of ``rows`` rows of ``n`` elements share an element. Tiles of one
+    arena interleave (every partition holds a row of each), so their spans always intersect;
+    with one row stride ``s``, row ``r`` of x and row ``q`` of y meet iff
+    ``-n < xo - yo + (r - q) s < n``, which only the two ``r - q`` nearest
+    ``(yo - xo) / s`` can satisfy."""
+    if irow[x + O_SPACE] != irow[y + O_SPACE]:
+        return False
+    if xs != ys or xs < n:
+        return _may_overlap(irow, x, xo, y, yo)
+    k0 = (yo - xo) // xs
+    for k in range(k0, k0 + 2):
+        gap = xo - yo + k * xs
+        if -rows < k < rows and -n < gap < n:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def copy_row(dst, src):
+    """``dst[:] = src`` for two 1-D rows of one size (a loop Numba vectorises)."""
+    for i in range(dst.size):
+        dst[i] = src[i]
+
+
+@njit(cache=True, nogil=True)
+def _copy_rows(dmem, doff, irow, dst, smem, soff, src, width):
+    """Row-to-row copy when both operands are rows of one shape that share no element: one
+    pass, where gather + scatter went through a temporary (2x the memory traffic). False
+    (nothing done) otherwise."""
+    rows, ds, n = _rows_layout(irow, dst)
+    srows, ss, sn = _rows_layout(irow, src)
+    if rows == 0 or srows != rows or sn != n or \
+            rows_meet(irow, dst, doff, ds, src, soff, ss, rows, n):
+        return False
+    if width == 4:
+        _rows_copy(dmem.view(np.uint32), doff, ds, smem.view(np.uint32), soff, ss, rows, n)
+    elif width == 2:
+        _rows_copy(dmem.view(np.uint16), doff, ds, smem.view(np.uint16), soff, ss, rows, n)
+    else:
+        _rows_copy(dmem, doff, ds, smem, soff, ss, rows, n)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _rows_copy(d, doff, ds, s, soff, ss, rows, n):
+    for r in range(rows):
+        copy_row(d[doff + r * ds:doff + r * ds + n], s[soff + r * ss:soff + r * ss + n])
 
 
 @njit(cache=True, nogil=True)

@@ -277,6 +277,40 @@ def _gelu_apprx_sigmoid_dx_k(x: np.float32) -> np.float32:
 # ---------------------------------------------------------------- public functions
 
 
+# which function _tail_blocks computes (literals at its call sites: one compiled copy each)
+_ERF, _GELU, _GELU_DX = 0, 1, 2
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _tail_blocks(x: np.ndarray, fn: int) -> np.ndarray:
+    """erf, gelu or gelu_dx (``fn``) of a float32 array, in blocks of three loops: G's
+    argument, G alone (its table lookup is a gather, which LLVM does not vectorise here),
+    then the rest, so that only G's loop runs scalar. ``fn`` is a constant at every call
+    site, so each function compiles to its own loops without a branch per element."""
+    flat = x.ravel()
+    out = np.empty(flat.size, np.float32)
+    g = np.empty(_BLOCK, np.float32)
+    near = np.empty(_BLOCK, np.float32)
+    for b0 in range(0, flat.size, _BLOCK):
+        m = min(_BLOCK, flat.size - b0)
+        for i in range(m):
+            v = F(flat[b0 + i])
+            g[i] = _erf_t(v) if fn == _ERF else _gelu_t(v)
+        if fn == _GELU:
+            for i in range(m):
+                near[i] = _gelu_near0(F(flat[b0 + i]))
+        _g_pass(g, m)
+        for i in range(m):
+            v = F(flat[b0 + i])
+            if fn == _ERF:
+                out[b0 + i] = _erf_k(v, g[i])
+            elif fn == _GELU:
+                out[b0 + i] = _gelu_k(v, g[i], near[i])
+            else:
+                out[b0 + i] = _gelu_dx_k(v, g[i])
+    return out.reshape(x.shape)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Logistic function 1 / (1 + exp(-x)).
@@ -309,17 +343,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
-    g = np.empty(_BLOCK, np.float32)
-    for b0 in range(0, flat.size, _BLOCK):
-        m = min(_BLOCK, flat.size - b0)
-        for i in range(m):
-            g[i] = _erf_t(F(flat[b0 + i]))
-        _g_pass(g, m)
-        for i in range(m):
-            out[b0 + i] = _erf_k(F(flat[b0 + i]), g[i])
-    return out.reshape(x.shape)
+    return _tail_blocks(x, _ERF)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -374,20 +398,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
-    g = np.empty(_BLOCK, np.float32)
-    near = np.empty(_BLOCK, np.float32)
-    for b0 in range(0, flat.size, _BLOCK):
-        m = min(_BLOCK, flat.size - b0)
-        for i in range(m):
-            g[i] = _gelu_t(F(flat[b0 + i]))
-        for i in range(m):
-            near[i] = _gelu_near0(F(flat[b0 + i]))
-        _g_pass(g, m)
-        for i in range(m):
-            out[b0 + i] = _gelu_k(F(flat[b0 + i]), g[i], near[i])
-    return out.reshape(x.shape)
+    return _tail_blocks(x, _GELU)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -463,17 +474,7 @@ def gelu_dx(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
-    g = np.empty(_BLOCK, np.float32)
-    for b0 in range(0, flat.size, _BLOCK):
-        m = min(_BLOCK, flat.size - b0)
-        for i in range(m):
-            g[i] = _gelu_t(F(flat[b0 + i]))
-        _g_pass(g, m)
-        for i in range(m):
-            out[b0 + i] = _gelu_dx_k(F(flat[b0 + i]), g[i])
-    return out.reshape(x.shape)
+    return _tail_blocks(x, _GELU_DX)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
