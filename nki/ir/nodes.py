@@ -167,11 +167,11 @@ class Instr:
                 return a
         return None
 
-    def accesses(self) -> Iterator[tuple[str, Access, bool]]:
-        for k, a in self.writes:
-            yield k, a, True
-        for k, a in self.reads:
-            yield k, a, False
+    def accesses(self) -> tuple[tuple[str, Operand, bool], ...]:
+        """``(role, operand, is_write)`` of every operand, writes first (a tuple, not a
+        generator: it is walked for every instruction by every pass)."""
+        return tuple([(k, a, True) for k, a in self.writes] +
+                     [(k, a, False) for k, a in self.reads])
 
     def map_accesses(self, fn) -> Instr:
         # the constructor, not dataclasses.replace (which re-reads the fields each call):

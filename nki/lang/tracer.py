@@ -48,10 +48,23 @@ def user_loc(skip_internal: bool = True) -> SourceLoc | None:
     frame = sys._getframe(1)
     while frame is not None:
         fname = frame.f_code.co_filename
-        if not (skip_internal and os.path.abspath(fname).startswith(_NKI_DIR + os.sep)):
+        if not (skip_internal and _is_internal(fname)):
             return SourceLoc(fname, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None
+
+
+_INTERNAL: dict[str, bool] = {}
+
+
+def _is_internal(filename: str) -> bool:
+    """Whether code from ``filename`` is nki's own (memoised: asked for several frames of
+    every traced instruction; a file name's answer never changes)."""
+    internal = _INTERNAL.get(filename)
+    if internal is None:
+        internal = os.path.abspath(filename).startswith(_NKI_DIR + os.sep)
+        _INTERNAL[filename] = internal
+    return internal
 
 
 def current(api: str = "") -> Trace:
@@ -177,9 +190,12 @@ class Trace:
         isz = decl.dtype.itemsize if acc.tensor in self.widened else acc.dtype.itemsize
         base = acc.partition.const * rowbytes + acc.offset.const * isz
         dims = acc.dims if decl.memory.on_chip else ((0, 1),) + acc.dims
-        shape = tuple(c for _, c in dims) + (isz,)
-        first = dims[0][0] * rowbytes if decl.memory.on_chip else 0
-        return base, shape, (first,) + tuple(s * isz for s, _ in dims[1:]) + (1,)
+        # plain loops, no generator expressions: this runs for every operand traced
+        shape = [c for _, c in dims]
+        strides = [dims[0][0] * rowbytes if decl.memory.on_chip else 0]
+        for s, _ in dims[1:]:
+            strides.append(s * isz)
+        return base, (*shape, isz), (*strides, 1)
 
     def record_write(self, acc: Access, by_matmul: bool = False, dynamic: bool = False) -> None:
         # a write whose place is known only at run time may touch any byte of the tensor
@@ -247,7 +263,7 @@ class Trace:
             name = api or instr.opcode.name.lower()
             instr = instr.map_accesses(lambda a: self._storage_access(a, name, instr.loc))
         indirect = instr.attr("indirect", ())
-        if indirect or any(_dynamic(a) for _, a, _ in instr.accesses()):
+        if indirect or any([_dynamic(a) for _, a, _ in instr.accesses()]):
             from nki.lang.control import dynamic_checks
 
             instr = dynamic_checks(self, instr)
@@ -378,7 +394,10 @@ def _covers(layout, nbytes: int) -> bool:
 
 def _dynamic(acc: Access) -> bool:
     """Whether a register moves the access at run time (register terms: negative slots)."""
-    return any(s < 0 for s, _ in acc.offset.terms)
+    for s, _ in acc.offset.terms:     # a loop, not any(genexpr): called per traced operand
+        if s < 0:
+            return True
+    return False
 
 
 def validation(code: str, detail: str, loc: SourceLoc | None = None) -> NkiValidationError:

@@ -93,3 +93,45 @@ def test_default_values_of_helpers_are_part_of_the_key(tmp_path):
     x = np.zeros((4, 4), np.float32)
     assert _adder(1, str(tmp_path))(x)[0, 0] == 1.0
     assert _adder(2, str(tmp_path))(x)[0, 0] == 2.0
+
+
+def _helper_for_recorder(x):
+    return x + 1
+
+
+def test_recorder_sees_user_functions_and_leaves_an_installed_tracer_alone():
+    from nki.jit.cache import DependencyRecorder
+
+    outer = sys.gettrace()                  # None unless the tests run under coverage
+    with DependencyRecorder() as deps:      # no tracer installed: recorded by sys.settrace
+        _helper_for_recorder(1)
+    assert any(q == "_helper_for_recorder" for _, q in deps.functions) and deps.cacheable
+    assert sys.gettrace() is outer
+
+    seen = []
+
+    def tracer(frame, event, arg):
+        seen.append(frame.f_code.co_name)
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        with DependencyRecorder() as deps:  # a debugger or coverage: a profile hook instead
+            _helper_for_recorder(1)
+        assert sys.gettrace() is tracer
+    finally:
+        sys.settrace(previous)
+    assert "_helper_for_recorder" in seen and deps.cacheable
+    assert any(q == "_helper_for_recorder" for _, q in deps.functions)
+
+
+def test_tracer_installed_while_recording_makes_the_trace_uncacheable():
+    from nki.jit.cache import DependencyRecorder
+
+    previous = sys.gettrace()
+    try:
+        with DependencyRecorder() as deps:   # as breakpoint() would: ours is replaced
+            sys.settrace(lambda *a: None)
+        assert not deps.cacheable
+    finally:
+        sys.settrace(previous)
