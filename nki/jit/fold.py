@@ -34,12 +34,19 @@ def shift_slots(stmt, first: int):
     """Renumber loop slots >= ``first`` by +1 (the statement moves one loop deeper)."""
 
     def aff(a: Affine) -> Affine:
+        if not any([s >= first for s, _ in a.terms]):
+            return a          # the usual case in a trace: constant or outer-slot offsets
         return Affine(a.const, tuple((s + 1 if s >= first else s, c) for s, c in a.terms))
 
     def op(a):
-        return replace(a, offset=aff(a.offset)) if isinstance(a, Placed) else a
+        if not isinstance(a, Placed):
+            return a
+        offset = aff(a.offset)
+        return a if offset is a.offset else Placed(a.tensor, a.space, a.dtype, offset, a.dims)
 
     if isinstance(stmt, Instr):
+        if all([op(a) is a for _, a, _ in stmt.accesses()]):
+            return stmt
         return stmt.map_accesses(op)
     if isinstance(stmt, Loop):
         return replace(stmt, slot=stmt.slot + 1 if stmt.slot >= first else stmt.slot,
