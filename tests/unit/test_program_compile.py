@@ -121,7 +121,8 @@ def test_runtime_loops_registers_and_guards_match_python_backend(direct_only, n)
 def test_register_offset_fault_names_the_line(direct_only):
     x = np.zeros((4 * 128, F), np.float32)
     k = nki.jit(runtime_loops, cache=False)
-    with pytest.raises(NkiRuntimeError, match=r"nki_runtime_out_of_bounds.*test_program_compile.py"):
+    with pytest.raises(NkiRuntimeError,
+                       match=r"nki_runtime_out_of_bounds.*test_program_compile.py"):
         k(x, np.array([[5]], np.int32))
 
 
