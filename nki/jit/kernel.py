@@ -17,6 +17,7 @@ from nki.ir.printer import format_program
 from nki.ir.target import get_target
 from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
 from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
+from nki.jit.hbm import hbm_for_call, in_place_inputs
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, specialize_cores
 from nki.jit.torch_values import is_torch_tensor
@@ -219,8 +220,10 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
     # (reads of unwritten bytes were found while tracing)
     hbm = _take_arena(max(dict(c.program.meta).get("hbm_bytes", 64) for c in spec.cores) or 64)
     inputs = [tensor_args[i] for i in sorted(tensor_args)]
-    for ta, tid in zip(inputs, first.input_ids):
-        _hbm_slice(hbm, prog, tid)[:] = ta.array.reshape(-1).view(np.uint8)
+    in_place = in_place_inputs(spec, inputs)   # big read-only inputs are not copied
+    for i, (ta, tid) in enumerate(zip(inputs, first.input_ids)):
+        if i not in in_place:
+            _hbm_slice(hbm, prog, tid)[:] = ta.array.reshape(-1).view(np.uint8)
     for tid, data in first.constants.items():
         _hbm_slice(hbm, prog, tid)[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     covered = {i for c in spec.cores for i, t in enumerate(c.output_ids)
@@ -230,8 +233,10 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
             continue
         _fill_unwritten(_hbm_slice(hbm, prog, tid), prog.tensor(tid).dtype)
     backend = spec.settings.backend if profiles is None else "profile"
-    exes = [Executable(c.generated, backend) for c in spec.cores]
-    run_cores(exes, hbm, target)
+    view, tables = hbm_for_call(spec, hbm, inputs, in_place)
+    exes = [Executable(c.generated, backend, table=t)
+            for c, t in zip(spec.cores, tables or [None] * len(spec.cores))]
+    run_cores(exes, view, target)
     if profiles is not None:
         profiles.extend(e.profile for e in exes)
     like_torch = any(ta.is_torch for ta in inputs)
@@ -257,19 +262,27 @@ _POOL_SIZE = 2
 
 
 def _take_arena(nbytes: int) -> np.ndarray:
+    """A 64-byte aligned arena of ``nbytes`` (a view of a pooled or new buffer: views of
+    the buffer, outputs included, all name it as their base, so the pool's reference count
+    test sees them)."""
+    raw = None
     if nbytes >= _POOL_MIN_BYTES:
         with _POOL_LOCK:
             for i in range(len(_POOL)):
                 # 2 = the pool's reference + getrefcount's argument: no output view alive
-                if _POOL[i].size == nbytes and sys.getrefcount(_POOL[i]) == 2:
-                    return _POOL.pop(i)
-    return np.empty(nbytes, np.uint8)
+                if _POOL[i].size == nbytes + 64 and sys.getrefcount(_POOL[i]) == 2:
+                    raw = _POOL.pop(i)
+                    break
+    if raw is None:
+        raw = np.empty(nbytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + nbytes]
 
 
 def _keep_arena(hbm: np.ndarray) -> None:
     if hbm.size >= _POOL_MIN_BYTES:
         with _POOL_LOCK:
-            _POOL.append(hbm)
+            _POOL.append(hbm.base)
             del _POOL[:-_POOL_SIZE]   # the oldest go
 
 

@@ -44,17 +44,23 @@ def _progression(values: list[Affine], slot: int) -> Affine:
     return first + Affine.var(slot, d)
 
 
-def _unify_operand(ops: list, slot: int):
+def _unify_operand(ops: list, slot: int, inputs: frozenset):
+    """One operand for all instances. An HBM operand may walk across tensors (adjacent
+    allocations whose addresses progress), but never into or out of an input: inputs may be
+    read where the caller has them (nki/jit/hbm.py), so their distance from other tensors
+    is only known per call."""
     first = ops[0]
     if not isinstance(first, Placed):
         raise _NoFoldError
     for o in ops[1:]:
         if not first.same_form(o):
             raise _NoFoldError
+        if o.tensor != first.tensor and (o.tensor in inputs or first.tensor in inputs):
+            raise _NoFoldError
     return replace(first, offset=_progression([o.offset for o in ops], slot))
 
 
-def _unify_instr(instrs: list[Instr], slot: int) -> Instr:
+def _unify_instr(instrs: list[Instr], slot: int, inputs: frozenset) -> Instr:
     first = instrs[0]
     for x in instrs[1:]:
         if (x.opcode != first.opcode or x.attrs != first.attrs or len(x.writes) !=
@@ -67,18 +73,18 @@ def _unify_instr(instrs: list[Instr], slot: int) -> Instr:
         for j, (role, _) in enumerate(rows[0]):
             if any(r[j][0] != role for r in rows):
                 raise _NoFoldError
-            out.append((role, _unify_operand([r[j][1] for r in rows], slot)))
+            out.append((role, _unify_operand([r[j][1] for r in rows], slot, inputs)))
         return tuple(out)
 
     return replace(first, writes=group("writes"), reads=group("reads"))
 
 
-def _unify(stmts: list[Stmt], slot: int) -> Stmt:
+def _unify(stmts: list[Stmt], slot: int, inputs: frozenset) -> Stmt:
     first = stmts[0]
     if isinstance(first, Instr):
         if not all(isinstance(s, Instr) for s in stmts):
             raise _NoFoldError
-        return _unify_instr(stmts, slot)
+        return _unify_instr(stmts, slot, inputs)
     if isinstance(first, Loop):
         if not all(isinstance(s, Loop) and s.slot == first.slot and
                    len(s.body) == len(first.body) for s in stmts):
@@ -86,7 +92,8 @@ def _unify(stmts: list[Stmt], slot: int) -> Stmt:
         stmts = _adopt_steps(stmts)
         first = stmts[0]
         trip = _progression([s.trip for s in stmts], slot)
-        body = tuple(_unify([s.body[j] for s in stmts], slot) for j in range(len(first.body)))
+        body = tuple(_unify([s.body[j] for s in stmts], slot, inputs)
+                     for j in range(len(first.body)))
         return replace(first, trip=trip, body=body)
     raise _NoFoldError
 
@@ -120,16 +127,17 @@ def _with_steps(loop: Loop, ref: Loop) -> Loop:
     return replace(loop, body=tuple(body))
 
 
-def _make_loop(iters: list[list[Stmt]], slot: int, rec: RecordedLoop) -> Loop:
+def _make_loop(iters: list[list[Stmt]], slot: int, rec: RecordedLoop,
+               inputs: frozenset) -> Loop:
     length = len(iters[0])
     if any(len(it) != length for it in iters):
         raise _NoFoldError
-    body = tuple(_unify([it[j] for it in iters], slot) for j in range(length))
+    body = tuple(_unify([it[j] for it in iters], slot, inputs) for j in range(length))
     return Loop(slot, Affine(len(iters)), body, rec.kind, rec.loc)
 
 
-def _fold(rec: RecordedLoop, slot: int) -> list[Stmt]:
-    iters = [reroll_body(it, slot + 1) for it in rec.iterations]
+def _fold(rec: RecordedLoop, slot: int, inputs: frozenset) -> list[Stmt]:
+    iters = [reroll_body(it, slot + 1, inputs) for it in rec.iterations]
     if not iters:
         return []
     if slot >= NSLOTS_LIMIT:    # no loop slot left this deep: the loop stays unrolled
@@ -140,7 +148,7 @@ def _fold(rec: RecordedLoop, slot: int) -> list[Stmt]:
         plans += [(1, n), (0, n - 1), (1, n - 1)]
     for lo, hi in plans:
         try:
-            loop = _make_loop(iters[lo:hi], slot, rec)
+            loop = _make_loop(iters[lo:hi], slot, rec, inputs)
         except _NoFoldError:
             continue
         out: list[Stmt] = [s for it in iters[:lo] for s in it]
@@ -150,27 +158,28 @@ def _fold(rec: RecordedLoop, slot: int) -> list[Stmt]:
     return [s for it in iters for s in it]
 
 
-def _plain_loop(blocks: list[list[Stmt]], slot: int) -> Loop:
-    first = blocks[0][0]
-    rec = RecordedLoop(LoopKind.PYTHON, getattr(first, "loc", None))
-    return _make_loop(blocks, slot, rec)
-
-
-def reroll_body(stmts, slot: int = 0) -> list[Stmt]:
+def reroll_body(stmts, slot: int = 0, inputs: frozenset = frozenset()) -> list[Stmt]:
+    """Fold the recorded and plain loops of ``stmts`` (``inputs``: the program's input
+    tensor ids, which an operand may not walk into or out of)."""
     out: list[Stmt] = []
     for s in stmts:
         if isinstance(s, RecordedLoop):
-            out.extend(_fold(s, slot))
+            out.extend(_fold(s, slot, inputs))
         elif isinstance(s, DYN_LOOPS):
             # a runtime loop stays as it is (it was traced once); only its body is folded
-            out.append(replace(s, body=tuple(reroll_body(s.body, slot))))
+            out.append(replace(s, body=tuple(reroll_body(s.body, slot, inputs))))
         else:
             out.append(s)
     if slot < NSLOTS_LIMIT:
-        out = fold_plain_loops(out, slot, _plain_loop)
+        def plain_loop(blocks: list[list[Stmt]], at: int) -> Loop:
+            rec = RecordedLoop(LoopKind.PYTHON, getattr(blocks[0][0], "loc", None))
+            return _make_loop(blocks, at, rec, inputs)
+
+        out = fold_plain_loops(out, slot, plain_loop)
     return out
 
 
 def reroll(program: Program) -> Program:
     """Fold every recorded loop (innermost first); unfoldable loops stay unrolled."""
-    return replace(program, body=tuple(reroll_body(program.body, 0)))
+    inputs = frozenset(program.inputs)
+    return replace(program, body=tuple(reroll_body(program.body, 0, inputs)))

@@ -47,6 +47,8 @@ class Generated:
     locs: list               # per row: SourceLoc or None
     helpers: list[str]       # per row: helper name (ids are per process; names are stable)
     notes: dict = field(default_factory=dict)   # row -> what its runtime checks require
+    # every HBM operand: (row, offset column, tensor id, element size), int64 (n, 4)
+    hbm_slots: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -69,7 +71,8 @@ class Generated:
 
 
 def phys(op: Placed) -> PhysOperand:
-    return PhysOperand(SPACES[op.space], op.dtype.code, op.offset, op.dims)
+    return PhysOperand(SPACES[op.space], op.dtype.code, op.offset, op.dims, op.tensor,
+                       op.dtype.itemsize)
 
 
 class _Emitter:
@@ -87,6 +90,7 @@ class _Emitter:
         self.uses_registers = False
         self.loops = 0            # runtime loops emitted (names their variables)
         self.queued: list[int] = []   # plain rows not emitted yet (see ``flush``)
+        self.hbm_slots: list[tuple[int, int, int, int]] = []
 
     def instr(self, ins: Instr, indent: str) -> None:
         """Encode ``ins`` as the next table row and emit its line; a plain row (no register
@@ -101,6 +105,7 @@ class _Emitter:
         ins, pre, guard = self._dynamic(ins, k, indent)
         operands = {role: phys(a) for role, a, _ in ins.accesses()}
         em.encode(ins, writer, operands)
+        self.hbm_slots.extend((k, col, t, isz) for col, t, isz in writer.hbm_slots)
         self.rows.append(writer.irow)
         self.frows.append(writer.frow)
         origin = format_instr_short(ins, self.program)
@@ -228,8 +233,9 @@ def generate(program: Program) -> Generated:
         header.append(f"    R = {register_file_source()}")
     rows = np.stack(em.rows) if em.rows else np.zeros((1, ROW), np.int64)
     frows = np.stack(em.frows) if em.frows else np.zeros((1, NF), np.float64)
+    slots = np.array(em.hbm_slots, np.int64).reshape(-1, 4)
     return Generated(fname, "\n".join(header + em.lines) + "\n", rows, frows,
-                     em.origins, em.locs, em.helpers, em.notes)
+                     em.origins, em.locs, em.helpers, em.notes, slots)
 
 
 def _val(v: int | Reg) -> str:

@@ -62,12 +62,17 @@ def operand_base(index: int) -> np.int64:
 
 
 class PhysOperand:
-    """A fully placed operand: space, dtype code, affine element offset, five dims."""
+    """A fully placed operand: space, dtype code, affine element offset, five dims; the id
+    and element size of the tensor it views (HBM operands of read-only inputs are moved to
+    the caller's own arrays at run time, see ``RowWriter.hbm_slots``)."""
 
-    __slots__ = ("space", "code", "offset", "dims", "partitions", "real_dims")
+    __slots__ = ("space", "code", "offset", "dims", "partitions", "real_dims", "tensor",
+                 "itemsize")
 
-    def __init__(self, space: int, code: int, offset: Affine, dims):
+    def __init__(self, space: int, code: int, offset: Affine, dims, tensor: int = -1,
+                 itemsize: int = 0):
         self.space, self.code, self.offset = space, code, offset
+        self.tensor, self.itemsize = tensor, itemsize
         self.partitions = dims[0][1] if dims else 1
         self.real_dims = tuple(dims)
         # pad after the first dim, so dim 0 is always the partition (or outermost HBM) dim
@@ -87,6 +92,7 @@ class RowWriter:
         self.irow[0] = helper_id
         self.irow[1] = opcode
         self._n_ops = 0
+        self.hbm_slots: list[tuple[int, int, int]] = []   # (offset column, tensor, itemsize)
 
     def ints(self, *values: int) -> RowWriter:
         if len(values) > NI:
@@ -108,6 +114,8 @@ class RowWriter:
         self.irow[b + O_SPACE] = op.space
         self.irow[b + O_DTYPE] = op.code
         self.irow[b + O_OFF] = op.offset.const
+        if op.space == 0:
+            self.hbm_slots.append((int(b + O_OFF), op.tensor, op.itemsize))
         for slot, coef in op.offset.terms:
             if slot >= NSLOTS:
                 raise ValueError(f"loop nest deeper than {NSLOTS}")

@@ -66,6 +66,8 @@ class Executable:
     addr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     # backend "profile": the generated loops in Python, each helper's compiled entry timed
     profile: InstructionProfile | None = None
+    # this call's instruction table when it differs from the program's (nki/jit/hbm.py)
+    table: np.ndarray | None = None
 
     def prepare(self) -> None:
         """Compile (or load) the program once per process and backend."""
@@ -135,9 +137,10 @@ def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, co
         sbuf, psum = on_chip_arenas(target, core)
         loopvars = np.zeros(NLOOPVARS, np.int64)
         g = exe.generated
-        with host.running(launch, core, g) as ctx:
+        table = g.int_table if exe.table is None else exe.table
+        with host.running(launch, core, g, table) as ctx:
             t0 = time.perf_counter()
-            status = exe.fn(exe.addr, hbm, sbuf, psum, g.int_table, g.float_table, loopvars)
+            status = exe.fn(exe.addr, hbm, sbuf, psum, table, g.float_table, loopvars)
             if exe.profile is not None:
                 exe.profile.wall += time.perf_counter() - t0
         if status >= 0 and ctx.pending is not None:   # a host call failed: its own error

@@ -118,10 +118,12 @@ _TLS = threading.local()
 
 
 class _Context:
-    __slots__ = ("launch", "core", "generated", "pending")
+    __slots__ = ("launch", "core", "generated", "pending", "table")
 
-    def __init__(self, launch, core, generated):
+    def __init__(self, launch, core, generated, table=None):
         self.launch, self.core, self.generated, self.pending = launch, core, generated, None
+        # the instruction table the core runs (a per-call copy when HBM offsets moved)
+        self.table = generated.int_table if table is None and generated is not None else table
 
 
 def _context() -> _Context:
@@ -132,9 +134,10 @@ def _context() -> _Context:
 
 
 @contextlib.contextmanager
-def running(launch: Launch, core: int, generated):
-    """Install the thread's context while core ``core`` runs; marks it finished on exit."""
-    _TLS.ctx = _Context(launch, core, generated)
+def running(launch: Launch, core: int, generated, table=None):
+    """Install the thread's context while core ``core`` runs (``table``: its instruction
+    table, if not the program's own); marks it finished on exit."""
+    _TLS.ctx = _Context(launch, core, generated, table)
     try:
         yield _TLS.ctx
     finally:
@@ -147,7 +150,7 @@ def where(ctx: _Context, irow) -> tuple[str, object]:
     g = ctx.generated
     if g is None:
         return "a host call", None
-    k = (irow.ctypes.data - g.int_table.ctypes.data) // (ROW * 8)
+    k = (irow.ctypes.data - ctx.table.ctypes.data) // (ROW * 8)
     loc = g.locs[k] if 0 <= k < len(g.locs) else None
     api = _API.get(int(irow[1]), Opcode(int(irow[1])).name.lower())
     if int(irow[1]) == Opcode.COLLECTIVE:

@@ -157,7 +157,8 @@ def _permuted(op: PhysOperand, ndim: int, axes) -> PhysOperand:
     element strides, so the partition dim can move like any other)."""
     real = op.real_dims
     assert len(real) == ndim
-    return PhysOperand(op.space, op.code, op.offset, tuple(real[a] for a in axes))
+    return PhysOperand(op.space, op.code, op.offset, tuple(real[a] for a in axes), op.tensor,
+                       op.itemsize)
 
 
 @emitter(Opcode.NC_MATMUL, nc_matmul, reference_matmul)
