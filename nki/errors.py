@@ -164,6 +164,12 @@ class NkiTypeError(NkiValidationError, TypeError):
     """An argument has the wrong type (dtype, tensor kind, Python type)."""
 
 
+class NkiRaceWarning(UserWarning):
+    """Two LNC cores write the same shared HBM bytes with nothing ordering the writes. The
+    result is whichever write lands last: defined only when both write the same values,
+    which real kernels rely on (``check_races=True`` makes it an error)."""
+
+
 def fail(code: str, detail: str, loc: SourceLoc | None = None,
          cls: type[NkiError] = NkiValidationError) -> NkiError:
     """Build (not raise) an error; callers write ``raise fail(...)`` so tracebacks stay short."""

@@ -169,7 +169,7 @@ class Kernel:
                 warnings.simplefilter("always")
                 cores = specialize_cores(self.fn, args, kwargs, tensor_args, target,
                                          self._lnc, settings, recorder=deps)
-                _check_core_races(cores, target)
+                _check_core_races(cores, target, settings.check_races)
             spec = Specialization(cores, settings, [(str(w.message), w.category, w.filename,
                                                      w.lineno) for w in caught])
             if disk and deps.cacheable:
@@ -201,10 +201,12 @@ class Kernel:
         return profiles
 
 
-def _check_core_races(cores: list[CoreProgram], target) -> None:
-    """Two LNC cores must not write the same shared HBM bytes (each core was traced alone)."""
+def _check_core_races(cores: list[CoreProgram], target, strict: bool) -> None:
+    """Two LNC cores should not write the same shared HBM bytes (each core was traced alone);
+    an error when ``strict``, else a warning."""
     if len(cores) > 1:
-        for core, program in zip(cores, check_core_races([c.program for c in cores], target)):
+        programs = check_core_races([c.program for c in cores], target, strict)
+        for core, program in zip(cores, programs):
             core.program = program
 
 

@@ -13,7 +13,7 @@ import pytest
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from nki.errors import NkiCapacityError, NkiUnsupportedError, NkiValidationError
+from nki.errors import NkiCapacityError, NkiRaceWarning, NkiUnsupportedError, NkiValidationError
 from nki.ir.target import TARGETS
 
 BF16 = ml_dtypes.bfloat16
@@ -369,4 +369,19 @@ def test_lnc_race_is_raised_before_anything_runs():
     with pytest.raises(NkiValidationError, match=r"\[err_unexpected_output_dependencies\] LNC "
                        r"cores 0 and 1 both write shared_hbm out\[0, 0\]\.\.out\[127, 0\] "
                        rf"\(512 bytes\)(.|\n)*at test_checks.py:{line}"):
-        nki.jit(_lnc_same_column)[2](np.zeros((128, 1), np.float32))
+        nki.jit(_lnc_same_column, check_races=True)[2](np.zeros((128, 1), np.float32))
+
+
+def test_lnc_identical_writes_warn_and_run_by_default(backend):
+    """AWS's own kernels have both cores store the same values; by default that runs, with a
+    warning naming the rule and the line (a fresh warning also when the program is loaded
+    from the disk cache), and the result is those values."""
+    line = _line(_lnc_same_column, "both cores write column 0")
+    x = np.random.default_rng(0).standard_normal((128, 1)).astype(np.float32)
+    for _ in range(2):
+        with pytest.warns(NkiRaceWarning, match=r"\[err_unexpected_output_dependencies\] LNC "
+                          r"cores 0 and 1 both write shared_hbm out\[0, 0\]\.\.out\[127, 0\]"
+                          r"(.|\n)*check_races=True makes this an error"
+                          rf"(.|\n)*at test_checks.py:{line}"):
+            out = nki.jit(_lnc_same_column, backend=backend)[2](x)
+        np.testing.assert_array_equal(out[:, 0:1], x)

@@ -22,6 +22,10 @@ CODE = r"\[err_unexpected_output_dependencies\]"
 
 
 def _spec(fn, *args, lnc: int = 1, **kw):
+    # LNC write overlaps are errors only with check_races=True (a warning otherwise: see
+    # tests/ops/test_checks.py); these tests check the strict rule
+    if lnc > 1:
+        kw.setdefault("check_races", True)
     k = nki.jit(fn, cache=False, **kw)
     return (k[lnc] if lnc > 1 else k).specialize(*args)
 
