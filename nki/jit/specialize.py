@@ -56,17 +56,31 @@ def _bind_inputs(trace: Trace, fn, args, tensor_args: dict[int, TensorArg], lnc:
     return bound, ids
 
 
-def _outputs(result, trace: Trace, loc) -> list[int]:
+def _outputs(result, trace: Trace, loc) -> tuple[list[int], tuple]:
+    """The returned tensors' ids, and per output ``None`` or the view it was returned as:
+    ``(element offset, shape, element strides, dtype)`` (``out.reshape(...)``, a slice)."""
     if result is None:
-        return []
+        return [], ()
     items = result if isinstance(result, (tuple, list)) else (result,)
-    ids = []
+    ids, views = [], []
     for r in items:
         if not isinstance(r, NkiTensor) or not r.buffer.is_hbm:
             raise fail("nki_kernel_return", "a kernel must return HBM tensors it created with "
                        f"buffer=nl.shared_hbm; got {r!r}", loc)
         ids.append(r.decl.id)
-    return ids
+        views.append(_returned_view(r, loc))
+    return ids, tuple(views)
+
+
+def _returned_view(r: NkiTensor, loc):
+    """None when ``r`` is its whole tensor as created, else how to view the output array."""
+    if r.shape == r.decl.shape and r.dtype == r.decl.dtype and r.offset == 0 and \
+            r.is_contiguous():
+        return None
+    if r.is_indirect() or not isinstance(r.offset, int):
+        raise fail("nki_kernel_return", "a kernel may return a view of an HBM tensor only at a "
+                   f"fixed place (no register offset or index tile); got {r!r}", loc)
+    return (r.offset, tuple(r.shape), tuple(r.strides), r.dtype)
 
 
 def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int, lnc: int,
@@ -79,7 +93,7 @@ def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int, lnc: in
     with trace:
         bound, in_ids = _bind_inputs(trace, fn, args, tensor_args, lnc)
         result = fn(*bound, **kwargs)
-        out_ids = _outputs(result, trace, user_loc())
+        out_ids, views = _outputs(result, trace, user_loc())
     for oid in out_ids:
         if trace.written_state_of(oid) == "none":
             decl = trace.tensors[oid]
@@ -89,7 +103,8 @@ def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int, lnc: in
     if trace.uninit_reads:
         body = insert_fresh_fills(body, set(trace.uninit_reads), trace.tensors)
     program = Program(fn.__name__, tuple(trace.tensors.values()), tuple(in_ids),
-                      tuple(out_ids), tuple(body), target.name, core, lnc)
+                      tuple(out_ids), tuple(body), target.name, core, lnc,
+                      meta=(("output_views", views),) if any(views) else ())
     return program, trace, in_ids, out_ids
 
 

@@ -202,3 +202,20 @@ def test_output_written_in_a_runtime_loop_is_still_filled(backend):
     out = k(x, np.array([[1]], np.int32))            # same program, one trip only
     np.testing.assert_array_equal(out[:128], x[:128])
     assert np.isnan(out[128:]).all()
+
+
+def _returns_views(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    # nki-library kernels return reshaped outputs (qkv_tkg: out.reshape((B, S, I)))
+    return out.reshape((2, 64, x.shape[1])), out[10:20, 3:7]
+
+
+def test_returned_views_keep_their_shape(backend):
+    x = np.random.default_rng(3).standard_normal((128, 16)).astype(np.float32)
+    whole, part = nki.jit(_returns_views, backend=backend)(x)
+    assert whole.shape == (2, 64, 16) and part.shape == (10, 4)
+    np.testing.assert_array_equal(whole, x.reshape(2, 64, 16))
+    np.testing.assert_array_equal(part, x[10:20, 3:7])
