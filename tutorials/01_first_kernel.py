@@ -57,7 +57,8 @@ def main() -> int:
     b = rand((128, 512), "float32", seed=1, low=-1, high=1)
 
     # Calling a kernel traces it (runs its Python once with tensor handles), checks every
-    # instruction's rules, compiles the result with Numba, and runs it. numpy in, numpy out.
+    # instruction's rules, compiles the result to machine code, and runs it. numpy in,
+    # numpy out.
     out = add_kernel(a, b)
     print(f"add_kernel({a.shape} fp32) -> {out.shape} {out.dtype}")
 
@@ -67,7 +68,8 @@ def main() -> int:
     print("\nIR:\n" + spec.ir)
     print("(the two input DMAs differ only in their addresses - a and b sit side by side in "
           "HBM, as do their tiles in SBUF - so the simulator folded them into a 2-trip loop)")
-    # ... and the Python the simulator generated from it, one statement per instruction.
+    # ... and the Python the simulator generated from it: loops over instruction rows, each
+    # row's origin in a comment (one row per instruction, each run by a compiled helper).
     print("\ngenerated code:\n" + spec.source)
 
     # fp32 + fp32 computed in fp32 and rounded once is exactly numpy's float32 add.
