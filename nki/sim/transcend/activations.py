@@ -52,6 +52,7 @@ from nki.sim.transcend.base import (
     _gauss_g,
     _gauss_tail,
     _kernel,
+    _kernel_inline,
     _log1p_k,
     _mul_a,
     _pow2,
@@ -177,7 +178,7 @@ def _gelu_near0(x: np.float32) -> np.float32:
     return _HALF * x + x * (x * ser)
 
 
-@_kernel
+@_kernel_inline
 def _gelu_apprx_tanh_k(x: np.float32) -> np.float32:
     """``x * sigmoid(2u)``, ``2u = x (K1 + K3 x^2)`` in double-float: the exp argument reaches
     ~100 in the tail, where a float32-rounded one would cost tens of ulp."""
@@ -224,7 +225,7 @@ def _mish_k(x: np.float32) -> np.float32:
     return r
 
 
-@_kernel
+@_kernel_inline
 def _gelu_dx_k(x: np.float32, g: np.float32) -> np.float32:
     """``gelu_dx(x)`` given ``g = G(_gelu_t(x))``."""
     xc = _clip(x, -_GELU_TAIL, _GELU_TAIL)
@@ -240,7 +241,7 @@ def _gelu_dx_k(x: np.float32, g: np.float32) -> np.float32:
     return r
 
 
-@_kernel
+@_kernel_inline
 def _silu_dx_k(x: np.float32) -> np.float32:
     r = _sig_dx(x, _ZERO)
     if _SDX_LO_X <= x <= _SDX_HI_X:
@@ -262,7 +263,7 @@ def _erf_dx_k(x: np.float32) -> np.float32:
     return _pow2(_TWO_OVER_SQRTPI * p, k)
 
 
-@_kernel
+@_kernel_inline
 def _gelu_apprx_sigmoid_dx_k(x: np.float32) -> np.float32:
     yh, yl = _mul_a(_clip(x, -_GSIG_TAIL, _GSIG_TAIL))
     r = _sig_dx(yh, yl)
