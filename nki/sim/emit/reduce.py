@@ -4,8 +4,8 @@
 Reductions are in-order left folds in fp32 (``((x0 op x1) op x2) ...``), so both backends and
 every array layout give the same bits; bit operations (and GpSimd's native int32 partition
 reduce) fold exact int64 values. Row maxima and minima are the exception: order cannot change
-their value, so they fold by halving (vectorised; 3x faster), which only decides
-which of equal candidates (+0 / -0, NaN payloads) is returned — unspecified on hardware too.
+their value, so they fold 64 lanes at a time (vectorised; ~4x faster), which only decides
+which of equal candidates (+0 / -0) is returned — unspecified on hardware too.
 ``tensor_scalar_reduce`` keeps its running result in the
 VectorE accumulators at the end of the PSUM arena, one fp32 register per partition of the
 operand (lane ``p`` of an access is its ``p``-th partition), so chains of calls see it.

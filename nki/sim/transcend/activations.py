@@ -63,9 +63,11 @@ from nki.sim.transcend.base import (
 )
 
 # The Gaussian-tail functions run in blocks of three loops: the argument of G, G itself, the
-# rest. G's table lookup is a gather, which LLVM does not vectorise on this CPU, and one gather
-# kept the whole loop scalar (43 ms for 4M gelu); split off, only G runs scalar and the exp,
-# scaling and selects vectorise (3x faster, same bits: the arithmetic is unchanged).
+# rest. G's table lookup is a gather per coefficient: with AVX2 LLVM keeps that loop scalar,
+# and one gather kept the whole loop scalar (43 ms for 4M gelu); split off, the exp, scaling
+# and selects vectorise (3x faster, same bits: the arithmetic is unchanged). With AVX-512 the
+# G loop does vectorise, but its 7 gathers still cost ~2.5 ns per element, most of gelu's
+# time; a gather-free G (wide-interval polynomials picked by selects) is the next step.
 _BLOCK = 512  # elements per block: the temporaries stay in L1
 
 # gelu near 0: x Phi(x) = x/2 + x^2 S(x^2), S(z) = sum (-1)^n z^n / (2^n n! (2n+1)) / sqrt(2 pi)
@@ -285,9 +287,10 @@ _ERF, _GELU, _GELU_DX = 0, 1, 2
 @njit(cache=True, nogil=True, error_model="numpy")
 def _tail_blocks(x: np.ndarray, fn: int) -> np.ndarray:
     """erf, gelu or gelu_dx (``fn``) of a float32 array, in blocks of three loops: G's
-    argument, G alone (its table lookup is a gather, which LLVM does not vectorise here),
-    then the rest, so that only G's loop runs scalar. ``fn`` is a constant at every call
-    site, so each function compiles to its own loops without a branch per element."""
+    argument, G alone (its table lookup is a gather per coefficient: see ``_BLOCK``), then
+    the rest, so that the gathers do not hold the other loops back. ``fn`` is a constant
+    at every call site, so each function compiles to its own loops without a branch per
+    element."""
     flat = x.ravel()
     out = np.empty(flat.size, np.float32)
     g = np.empty(_BLOCK, np.float32)
