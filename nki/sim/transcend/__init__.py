@@ -22,43 +22,45 @@ Accuracy is quoted in each docstring as the largest distance, in float32 steps (
 float64 reference (numpy/scipy) rounded to float32, measured on every 127th float32 bit pattern
 (34M finite inputs) and the unit tests' samples. float32 is used throughout except for the
 argument reduction of sin/cos/tan, done in float64 because a float32 Cody-Waite reduction
-cannot stay within 2 ulp near multiples of pi/2 at |x| ~ 1e5. Error-free products (Dekker
-splitting, as there is no FMA) feed ``exp`` the bits a rounded argument such as ``-x*x`` or
+cannot stay within 2 ulp near multiples of pi/2 at |x| ~ 1e5, and the Gaussian tail G, a
+float64 rational function rounded once (it replaced a float32 table of polynomials whose
+lookups were gathers: gelu is 4x faster). Error-free products (Dekker splitting, as there is
+no FMA) feed ``exp`` the bits a rounded argument such as ``-x*x`` or
 ``1.702*x`` would lose, so the Gaussian and logistic tails keep their relative accuracy.
 
 Performance, compiled, 4M float32 drawn from N(0, 3) (|x| for log/rsqrt), single thread, best
-of 11 on this 2-core Xeon (Sapphire Rapids, AVX-512) while other jobs ran; numpy's ``np.exp``
-1.6 ms, Numba's ``np.exp`` 8.5 ms (libm call per element):
+of 11 on this project's 2-core AMD EPYC (Zen 5, AVX-512); numpy's ``np.exp`` 1.6 ms, Numba's
+``np.exp`` 8.6 ms (libm call per element). Every function's loop is vectorised:
 
-    ==========================  =======  ==========
-    function                    ms       vectorised
-    ==========================  =======  ==========
-    exp                         3.0      yes
-    log                         4.1      yes
-    sin / cos / tan             6.2      yes
-    arctan                      2.7      yes
-    tanh                        4.1      yes
-    sigmoid                     4.0      yes
-    silu                        4.2      yes
-    mish                        4.4      yes
-    gelu_apprx_sigmoid          5.4      yes
-    erf_dx                      3.4      yes
-    softplus                    11       yes
-    rsqrt / reciprocal          1.4/1.2  yes
-    erf                         16       all but G
-    gelu                        18       all but G
-    gelu_dx                     58       no
-    gelu_apprx_tanh             66       no
-    silu_dx                     44       no
-    gelu_apprx_sigmoid_dx       52       no
-    ==========================  =======  ==========
+    ==========================  =======
+    function                    ms
+    ==========================  =======
+    exp                         1.1
+    log                         2.3
+    sin / cos / tan             2.9 / 3.1 / 2.8
+    arctan                      1.4
+    tanh                        2.2
+    sigmoid                     2.0
+    silu                        2.2
+    mish                        2.6
+    gelu_apprx_sigmoid          2.8
+    erf_dx                      1.7
+    softplus                    6.4
+    rsqrt / reciprocal          0.8 / 0.9
+    erf                         5.7
+    gelu                        5.9
+    gelu_dx                     5.9
+    gelu_apprx_tanh             4.6
+    silu_dx                     3.0
+    gelu_apprx_sigmoid_dx       3.7
+    ==========================  =======
 
-erf and gelu were 50 and 43 ms: the table lookup of the Gaussian tail G is a gather, which
-LLVM does not vectorise on this CPU, and it kept their whole loop scalar. They now run in
-blocks of three loops (G's argument, G alone, the rest), so only G is scalar. The last four
-stay scalar: LLVM gives up once a body holds two ``2**k`` scalings plus a table gather or a
-root-polynomial select, and it does not if-convert a large expression written inside a
-conditional (compute every candidate into a variable, then select; see ``_gelu_k``).
+What it took (each was once a scalar loop, 4-20x slower): no table lookups (a gather per
+element: the Gaussian tail G is a float64 rational function, not a 60-interval table);
+per-element kernels too big for LLVM's inliner are inlined by Numba (``_kernel_inline``), as
+a call left in the loop keeps it scalar; inner loops have constant trip counts, so LLVM
+unrolls them; and a large expression is never written inside a conditional, which LLVM does
+not if-convert (compute every candidate into a variable, then select; see ``_gelu_k``).
 
 Modules: ``base`` (constants, tables, shared building blocks), ``elementary`` (exp, log,
 trigonometric, tanh, rsqrt, reciprocal), ``activations`` (sigmoid, erf and the activation

@@ -62,27 +62,12 @@ from nki.sim.transcend.base import (
     _two_prod,
 )
 
-# The Gaussian-tail functions run in blocks of three loops: the argument of G, G itself, the
-# rest. G's table lookup is a gather per coefficient: with AVX2 LLVM keeps that loop scalar,
-# and one gather kept the whole loop scalar (43 ms for 4M gelu); split off, the exp, scaling
-# and selects vectorise (3x faster, same bits: the arithmetic is unchanged). With AVX-512 the
-# G loop does vectorise, but its 7 gathers still cost ~2.5 ns per element, most of gelu's
-# time; a gather-free G (wide-interval polynomials picked by selects) is the next step.
-_BLOCK = 512  # elements per block: the temporaries stay in L1
-
 # gelu near 0: x Phi(x) = x/2 + x^2 S(x^2), S(z) = sum (-1)^n z^n / (2^n n! (2n+1)) / sqrt(2 pi)
 # (Taylor; truncation 1e-11 relative for |x| < 1/2), float32 coefficients c0..c6
 _GELU_SERIES = F(0.5)
 _GS0, _GS1, _GS2, _GS3 = F(0.3989422917366028), F(-0.06649038195610046), \
     F(0.009973556734621525), F(-0.0011873282492160797)
 _GS4, _GS5, _GS6 = F(0.00011543469008756801), F(-9.44465591601329e-06), F(6.659693667643296e-07)
-
-
-@_kernel
-def _g_pass(t: np.ndarray, m: int) -> None:
-    """``t[i] = G(t[i])`` for ``i < m``, in place."""
-    for i in range(m):
-        t[i] = _gauss_g(t[i])
 
 
 @_kernel
@@ -99,7 +84,7 @@ def _erf_t(x: np.float32) -> np.float32:
     return _clip(abs(x), _ONE, _ERF_ONE) * _SQRT2
 
 
-@_kernel
+@_kernel_inline
 def _erf_k(x: np.float32, g: np.float32) -> np.float32:
     """``erf(x)`` given ``g = G(_erf_t(x))``."""
     # Both branches are computed and one selected: a branch around either would stop LLVM
@@ -145,7 +130,7 @@ def _gelu_t(x: np.float32) -> np.float32:
     return abs(_clip(x, -_GELU_TAIL, _GELU_TAIL))
 
 
-@_kernel
+@_kernel_inline
 def _gelu_k(x: np.float32, g: np.float32, near0: np.float32) -> np.float32:
     """``gelu(x)`` given ``g = G(_gelu_t(x))`` and ``near0 = _gelu_near0(x)``.
 
@@ -173,8 +158,7 @@ def _gelu_k(x: np.float32, g: np.float32, near0: np.float32) -> np.float32:
 @_kernel
 def _gelu_near0(x: np.float32) -> np.float32:
     """``x/2 + x^2 S(x^2)``, gelu for ``|x| < 1/2``, where rounding Phi(x) ~ 1/2 in
-    ``_gelu_k`` costs 3 ulp. Computed in the argument pass: in ``_gelu_k``'s loop the
-    polynomial kept LLVM from vectorising (measured; the select alone does not)."""
+    ``_gelu_k`` costs 3 ulp. Passed in by the caller's loop, so ``_gelu_k`` only selects."""
     z = x * x
     ser = _GS0 + z * (_GS1 + z * (_GS2 + z * (_GS3 + z * (_GS4 + z * (_GS5 + z * _GS6)))))
     return _HALF * x + x * (x * ser)
@@ -280,41 +264,6 @@ def _gelu_apprx_sigmoid_dx_k(x: np.float32) -> np.float32:
 # ---------------------------------------------------------------- public functions
 
 
-# which function _tail_blocks computes (literals at its call sites: one compiled copy each)
-_ERF, _GELU, _GELU_DX = 0, 1, 2
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def _tail_blocks(x: np.ndarray, fn: int) -> np.ndarray:
-    """erf, gelu or gelu_dx (``fn``) of a float32 array, in blocks of three loops: G's
-    argument, G alone (its table lookup is a gather per coefficient: see ``_BLOCK``), then
-    the rest, so that the gathers do not hold the other loops back. ``fn`` is a constant
-    at every call site, so each function compiles to its own loops without a branch per
-    element."""
-    flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
-    g = np.empty(_BLOCK, np.float32)
-    near = np.empty(_BLOCK, np.float32)
-    for b0 in range(0, flat.size, _BLOCK):
-        m = min(_BLOCK, flat.size - b0)
-        for i in range(m):
-            v = F(flat[b0 + i])
-            g[i] = _erf_t(v) if fn == _ERF else _gelu_t(v)
-        if fn == _GELU:
-            for i in range(m):
-                near[i] = _gelu_near0(F(flat[b0 + i]))
-        _g_pass(g, m)
-        for i in range(m):
-            v = F(flat[b0 + i])
-            if fn == _ERF:
-                out[b0 + i] = _erf_k(v, g[i])
-            elif fn == _GELU:
-                out[b0 + i] = _gelu_k(v, g[i], near[i])
-            else:
-                out[b0 + i] = _gelu_dx_k(v, g[i])
-    return out.reshape(x.shape)
-
-
 @njit(cache=True, nogil=True, error_model="numpy")
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Logistic function 1 / (1 + exp(-x)).
@@ -339,7 +288,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     """Error function.
 
     Max error 1 ulp. |x| < 1: odd polynomial; above: 1 - 2 exp(-x^2) G(sqrt2 |x|) with the
-    Gaussian-tail table G; exactly +-1 from |x| = 4.
+    Gaussian tail G; exactly +-1 from |x| = 4.
 
     Args:
         x: float32 array of any rank >= 1.
@@ -347,7 +296,12 @@ def erf(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    return _tail_blocks(x, _ERF)
+    flat = x.ravel()
+    out = np.empty(flat.size, np.float32)
+    for i in range(flat.size):
+        v = F(flat[i])
+        out[i] = _erf_k(v, _gauss_g(_erf_t(v)))
+    return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -402,7 +356,12 @@ def gelu(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    return _tail_blocks(x, _GELU)
+    flat = x.ravel()
+    out = np.empty(flat.size, np.float32)
+    for i in range(flat.size):
+        v = F(flat[i])
+        out[i] = _gelu_k(v, _gauss_g(_gelu_t(v)), _gelu_near0(v))
+    return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -478,7 +437,12 @@ def gelu_dx(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    return _tail_blocks(x, _GELU_DX)
+    flat = x.ravel()
+    out = np.empty(flat.size, np.float32)
+    for i in range(flat.size):
+        v = F(flat[i])
+        out[i] = _gelu_dx_k(v, _gauss_g(_gelu_t(v)))
+    return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
