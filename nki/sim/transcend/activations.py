@@ -264,6 +264,31 @@ def _gelu_apprx_sigmoid_dx_k(x: np.float32) -> np.float32:
 # ---------------------------------------------------------------- public functions
 
 
+# which function _gaussian_tail computes
+_ERF, _GELU, _GELU_DX = 0, 1, 2
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _gaussian_tail(x: np.ndarray, fn: int) -> np.ndarray:
+    """erf, gelu or gelu_dx (``fn``) of a float32 array: the functions built on the Gaussian
+    tail G, one loop each (the branch is outside the loops)."""
+    flat = x.ravel()
+    out = np.empty(flat.size, np.float32)
+    if fn == _ERF:
+        for i in range(flat.size):
+            v = F(flat[i])
+            out[i] = _erf_k(v, _gauss_g(_erf_t(v)))
+    elif fn == _GELU:
+        for i in range(flat.size):
+            v = F(flat[i])
+            out[i] = _gelu_k(v, _gauss_g(_gelu_t(v)), _gelu_near0(v))
+    else:
+        for i in range(flat.size):
+            v = F(flat[i])
+            out[i] = _gelu_dx_k(v, _gauss_g(_gelu_t(v)))
+    return out.reshape(x.shape)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Logistic function 1 / (1 + exp(-x)).
@@ -296,12 +321,7 @@ def erf(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
-    for i in range(flat.size):
-        v = F(flat[i])
-        out[i] = _erf_k(v, _gauss_g(_erf_t(v)))
-    return out.reshape(x.shape)
+    return _gaussian_tail(x, _ERF)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -356,12 +376,7 @@ def gelu(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
-    for i in range(flat.size):
-        v = F(flat[i])
-        out[i] = _gelu_k(v, _gauss_g(_gelu_t(v)), _gelu_near0(v))
-    return out.reshape(x.shape)
+    return _gaussian_tail(x, _GELU)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -437,12 +452,7 @@ def gelu_dx(x: np.ndarray) -> np.ndarray:
     Returns:
         A new float32 array of ``x``'s shape.
     """
-    flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
-    for i in range(flat.size):
-        v = F(flat[i])
-        out[i] = _gelu_dx_k(v, _gauss_g(_gelu_t(v)))
-    return out.reshape(x.shape)
+    return _gaussian_tail(x, _GELU_DX)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
