@@ -476,3 +476,38 @@ def test_reciprocal_bias_rejected_on_trn1():
 
 def test_prelu_is_not_implemented():
     _raises("nki_not_implemented", "prelu", cls=NkiUnsupportedError, op=nl.prelu)
+
+
+# ----- fp32 rows computed straight from the data rows into the dst rows (the fast path) -----
+# In place, apart, and overlapping the data by a shift (which must fall back to the gathered
+# path: every input element is read before any result lands), with [P, 1] scale and bias
+# tiles and the row sums into reduce_res.
+def _rows_aliasing_kernel(where):
+    def kernel(a, s, b):
+        P, W = a.shape
+        out = nl.ndarray((P, W), dtype=a.dtype, buffer=nl.shared_hbm)
+        sums = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, 2 * W), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:W], src=a)
+        st, bt = _tile(s), _tile(b)
+        x = t[:, 0:W]
+        dst = {"in_place": x, "apart": nl.ndarray((P, W), dtype=a.dtype, buffer=nl.sbuf),
+               "shifted": t[:, 1:W + 1]}[where]
+        r = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=dst, op=nl.exp, data=x, scale=st, bias=bt, reduce_op=nl.add,
+                        reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.dma_copy(dst=out, src=dst)
+        nisa.dma_copy(dst=sums, src=r)
+        return out, sums
+    return kernel
+
+
+@pytest.mark.parametrize("where", ["in_place", "apart", "shifted"])
+def test_rows_in_arena_aliasing(backend, rng, where):
+    # 300 columns: the helper runs 54 partitions at a time (a ragged last chunk of 12)
+    a = rng.uniform(-3, 3, (120, 300)).astype(np.float32)
+    s = rng.uniform(-2, 2, (120, 1)).astype(np.float32)
+    b = rng.uniform(-1, 1, (120, 1)).astype(np.float32)
+    y, r = nki.jit(_rows_aliasing_kernel(where), backend=backend)(a, s, b)
+    assert ulp_distance(y, reference_activation(Act.exp, a, s, b)).max() <= ULP["exp"]
+    np.testing.assert_array_equal(r, seq_sum(y))

@@ -269,11 +269,12 @@ _ERF, _GELU, _GELU_DX = 0, 1, 2
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _gaussian_tail(x: np.ndarray, fn: int) -> np.ndarray:
+def _gaussian_tail(x: np.ndarray, fn: int, out: np.ndarray | None) -> np.ndarray:
     """erf, gelu or gelu_dx (``fn``) of a float32 array: the functions built on the Gaussian
     tail G, one loop each (the branch is outside the loops)."""
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     if fn == _ERF:
         for i in range(flat.size):
             v = F(flat[i])
@@ -290,26 +291,29 @@ def _gaussian_tail(x: np.ndarray, fn: int) -> np.ndarray:
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def sigmoid(x: np.ndarray) -> np.ndarray:
+def sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Logistic function 1 / (1 + exp(-x)).
 
     Max error 2 ulp, subnormal results included (the exp scale is applied last).
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _sigmoid_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def erf(x: np.ndarray) -> np.ndarray:
+def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Error function.
 
     Max error 1 ulp. |x| < 1: odd polynomial; above: 1 - 2 exp(-x^2) G(sqrt2 |x|) with the
@@ -317,53 +321,61 @@ def erf(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
-    return _gaussian_tail(x, _ERF)
+    return _gaussian_tail(x, _ERF, out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def softplus(x: np.ndarray) -> np.ndarray:
+def softplus(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """log(1 + exp(x)), as max(x, 0) + log1p(exp(-|x|)).
 
     Max error 2 ulp.
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _softplus_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def silu(x: np.ndarray) -> np.ndarray:
+def silu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """SiLU / swish: x * sigmoid(x).
 
     Max error 3 ulp, subnormal tail included; silu(-inf) = -0 (the limit).
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _silu_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu(x: np.ndarray) -> np.ndarray:
+def gelu(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Exact (erf) GELU: x * Phi(x), Phi the standard normal CDF.
 
     Max error 2 ulp; relative accuracy holds down the whole negative tail because Phi(x) for
@@ -372,15 +384,17 @@ def gelu(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
-    return _gaussian_tail(x, _GELU)
+    return _gaussian_tail(x, _GELU, out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu_apprx_tanh(x: np.ndarray) -> np.ndarray:
+def gelu_apprx_tanh(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Tanh-approximated GELU: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
     Computed as x * sigmoid(2u) with 2u in double-float so the far tail keeps its accuracy.
@@ -388,19 +402,22 @@ def gelu_apprx_tanh(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _gelu_apprx_tanh_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu_apprx_sigmoid(x: np.ndarray) -> np.ndarray:
+def gelu_apprx_sigmoid(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Sigmoid-approximated GELU: x * sigmoid(1.702 x).
 
     1.702 x is formed exactly (hi/lo pair) so the tail keeps its accuracy. Max error 3 ulp;
@@ -408,38 +425,44 @@ def gelu_apprx_sigmoid(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _gelu_apprx_sigmoid_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def mish(x: np.ndarray) -> np.ndarray:
+def mish(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Mish: x * tanh(softplus(x)), rewritten in exp(-|x|) so nothing overflows.
 
     Max error 4 ulp; mish(-inf) = -0 (the limit).
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _mish_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu_dx(x: np.ndarray) -> np.ndarray:
+def gelu_dx(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Derivative of the exact GELU: Phi(x) + x phi(x).
 
     Max error 6 ulp, worst at the ends of the root window [-2, -0.25], where a polynomial
@@ -448,15 +471,17 @@ def gelu_dx(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
-    return _gaussian_tail(x, _GELU_DX)
+    return _gaussian_tail(x, _GELU_DX, out)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def silu_dx(x: np.ndarray) -> np.ndarray:
+def silu_dx(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Derivative of silu: sigmoid(x) (1 + x sigmoid(-x)).
 
     Max error 5 ulp (the x < 0 tail: several roundings of e (1 + e + x) / (1 + e)^2); the
@@ -465,38 +490,44 @@ def silu_dx(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _silu_dx_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def erf_dx(x: np.ndarray) -> np.ndarray:
+def erf_dx(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Derivative of erf: 2/sqrt(pi) exp(-x^2), x^2 kept exact.
 
     Max error 2 ulp; 0 from |x| = 10.5.
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _erf_dx_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def gelu_apprx_sigmoid_dx(x: np.ndarray) -> np.ndarray:
+def gelu_apprx_sigmoid_dx(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Derivative of x * sigmoid(1.702 x).
 
     sigmoid(y) (1 + y sigmoid(-y)) with y = 1.702 x exact; root x0 = -0.75115 handled as in
@@ -504,12 +535,15 @@ def gelu_apprx_sigmoid_dx(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _gelu_apprx_sigmoid_dx_k(F(flat[i]))
     return out.reshape(x.shape)

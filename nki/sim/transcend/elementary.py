@@ -155,7 +155,7 @@ def _reciprocal_k(x: np.float32) -> np.float32:
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def exp(x: np.ndarray) -> np.ndarray:
+def exp(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """e**x.
 
     Max error 1 ulp. inf above 88.72283 (the last finite float32), 0 below -103.97, exact
@@ -163,19 +163,22 @@ def exp(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _exp_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def log(x: np.ndarray) -> np.ndarray:
+def log(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Natural logarithm.
 
     Max error 1 ulp, subnormal inputs included. log(+-0) = -inf, log(x < 0) = NaN,
@@ -183,19 +186,22 @@ def log(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _log_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def sin(x: np.ndarray) -> np.ndarray:
+def sin(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Sine.
 
     Max error 1 ulp for |x| < 4e8 (float64 argument reduction); beyond that the result is
@@ -203,19 +209,22 @@ def sin(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _sin_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def cos(x: np.ndarray) -> np.ndarray:
+def cos(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Cosine.
 
     Max error 1 ulp for |x| < 4e8 (float64 argument reduction); beyond that the result is
@@ -223,105 +232,123 @@ def cos(x: np.ndarray) -> np.ndarray:
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _cos_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def tan(x: np.ndarray) -> np.ndarray:
+def tan(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Tangent, as sin/cos (or -cos/sin) of the reduced argument.
 
     Max error 2 ulp for |x| < 4e8. tan(+-inf) = NaN; tan(-0) = -0.
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _tan_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def arctan(x: np.ndarray) -> np.ndarray:
+def arctan(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Arctangent.
 
     Max error 2 ulp. arctan(+-inf) = +-pi/2 (rounded to float32).
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _arctan_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def tanh(x: np.ndarray) -> np.ndarray:
+def tanh(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Hyperbolic tangent.
 
     Max error 1 ulp. +-1 beyond |x| = 9.1; tanh(-0) = -0.
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _tanh_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def rsqrt(x: np.ndarray) -> np.ndarray:
+def rsqrt(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """1 / sqrt(x): two correctly rounded steps.
 
     Max error 1 ulp. rsqrt(0) = inf, rsqrt(-0) = -inf, rsqrt(x < 0) = NaN.
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _rsqrt_k(F(flat[i]))
     return out.reshape(x.shape)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def reciprocal(x: np.ndarray) -> np.ndarray:
+def reciprocal(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """1 / x, correctly rounded (0 ulp); 1/+-0 = +-inf.
 
     Args:
         x: float32 array of any rank >= 1.
+        out: optional 1-D float32 array of ``x.size`` elements to write into (it may be
+            ``x``'s own memory: every element is read before it is written).
 
     Returns:
-        A new float32 array of ``x``'s shape.
+        ``out`` (a new array when omitted) in ``x``'s shape.
     """
     flat = x.ravel()
-    out = np.empty(flat.size, np.float32)
+    if out is None:
+        out = np.empty(flat.size, np.float32)
     for i in range(flat.size):
         out[i] = _reciprocal_k(F(flat[i]))
     return out.reshape(x.shape)
