@@ -101,10 +101,17 @@ def _encode_magnitude(a: int, mbits: int, bias: int) -> int:
 def bf16_to_f32(u16: np.ndarray) -> np.ndarray:
     """Decode bfloat16 bit patterns (uint16) to float32; exact, NaN payloads kept."""
     flat = u16.ravel()
-    out = np.empty(flat.size, np.uint32)
-    for i in range(flat.size):
-        out[i] = np.int64(flat[i]) << 16
-    return out.view(np.float32).reshape(u16.shape)
+    out = np.empty(flat.size, np.float32)
+    bf16_to_f32_into(flat, out)
+    return out.reshape(u16.shape)
+
+
+@njit(cache=True, nogil=True)
+def bf16_to_f32_into(u16: np.ndarray, out: np.ndarray) -> None:
+    """:func:`bf16_to_f32` of a 1-D row into the float32 row ``out`` of its size."""
+    bits = out.view(np.uint32)
+    for i in range(u16.size):
+        bits[i] = np.int64(u16[i]) << 16
 
 
 @njit(cache=True, nogil=True)
@@ -114,15 +121,22 @@ def f32_to_bf16(f32: np.ndarray) -> np.ndarray:
     Round to nearest even; overflow becomes inf; any NaN becomes the quiet NaN 0x7FC0 with the
     input's sign (ml_dtypes drops NaN payloads).
     """
-    bits = f32.ravel().view(np.uint32)
-    out = np.empty(bits.size, np.uint16)
+    flat = np.ascontiguousarray(f32).ravel()
+    out = np.empty(flat.size, np.uint16)
+    f32_to_bf16_into(flat, out)
+    return out.reshape(f32.shape)
+
+
+@njit(cache=True, nogil=True)
+def f32_to_bf16_into(f32: np.ndarray, out: np.ndarray) -> None:
+    """:func:`f32_to_bf16` of a 1-D float32 row into the uint16 row ``out`` of its size."""
+    bits = f32.view(np.uint32)
     for i in range(bits.size):
         b = np.int64(bits[i])
         if (b & 0x7FFFFFFF) > 0x7F800000:
             out[i] = ((b >> 16) & 0x8000) | 0x7FC0
         else:
             out[i] = _rne_shift(b, 16)
-    return out.reshape(f32.shape)
 
 
 @njit(cache=True, nogil=True)

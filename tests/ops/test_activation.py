@@ -478,11 +478,12 @@ def test_prelu_is_not_implemented():
     _raises("nki_not_implemented", "prelu", cls=NkiUnsupportedError, op=nl.prelu)
 
 
-# ----- fp32 rows computed straight from the data rows into the dst rows (the fast path) -----
-# In place, apart, and overlapping the data by a shift (which must fall back to the gathered
-# path: every input element is read before any result lands), with [P, 1] scale and bias
-# tiles and the row sums into reduce_res.
-def _rows_aliasing_kernel(where):
+# ----- rows computed straight from the data rows into the dst rows (the fast path) ---------
+# fp32 and bf16; in place, apart, and overlapping the data by a shift (which must fall back to
+# the gathered path: every input element is read before any result lands), with [P, 1] scale
+# and bias tiles, and with and without the row sums into reduce_res (a bf16 dst with sums
+# takes the gathered path: the sums are of the fp32 results).
+def _rows_aliasing_kernel(where, reduce):
     def kernel(a, s, b):
         P, W = a.shape
         out = nl.ndarray((P, W), dtype=a.dtype, buffer=nl.shared_hbm)
@@ -494,20 +495,32 @@ def _rows_aliasing_kernel(where):
         dst = {"in_place": x, "apart": nl.ndarray((P, W), dtype=a.dtype, buffer=nl.sbuf),
                "shifted": t[:, 1:W + 1]}[where]
         r = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=dst, op=nl.exp, data=x, scale=st, bias=bt, reduce_op=nl.add,
-                        reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        if reduce:
+            nisa.activation(dst=dst, op=nl.exp, data=x, scale=st, bias=bt, reduce_op=nl.add,
+                            reduce_res=r, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        else:
+            nisa.activation(dst=dst, op=nl.exp, data=x, scale=st, bias=bt)
+            nisa.memset(dst=r, value=0.0)
         nisa.dma_copy(dst=out, src=dst)
         nisa.dma_copy(dst=sums, src=r)
         return out, sums
     return kernel
 
 
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+@pytest.mark.parametrize("reduce", [True, False])
 @pytest.mark.parametrize("where", ["in_place", "apart", "shifted"])
-def test_rows_in_arena_aliasing(backend, rng, where):
+def test_rows_in_arena_aliasing(rng, where, reduce, dtype):
     # 300 columns: the helper runs 54 partitions at a time (a ragged last chunk of 12)
-    a = rng.uniform(-3, 3, (120, 300)).astype(np.float32)
+    a = rng.uniform(-3, 3, (120, 300)).astype(dtype)
     s = rng.uniform(-2, 2, (120, 1)).astype(np.float32)
     b = rng.uniform(-1, 1, (120, 1)).astype(np.float32)
-    y, r = nki.jit(_rows_aliasing_kernel(where), backend=backend)(a, s, b)
-    assert ulp_distance(y, reference_activation(Act.exp, a, s, b)).max() <= ULP["exp"]
-    np.testing.assert_array_equal(r, seq_sum(y))
+    y, r = run_both(_rows_aliasing_kernel(where, reduce), a, s, b)
+    ref = reference_activation(Act.exp, a, s, b)
+    assert ulp_distance(y, ref).max() <= (ULP["exp"] if dtype is np.float32 else 1)
+    if not reduce:
+        np.testing.assert_array_equal(r, np.zeros_like(r))
+    elif dtype is np.float32:
+        np.testing.assert_array_equal(r, seq_sum(y))
+    else:
+        np.testing.assert_allclose(r, seq_sum(ref.astype(np.float32)), rtol=1e-5)

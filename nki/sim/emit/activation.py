@@ -12,10 +12,12 @@ import numpy as np
 from numba import njit
 
 from nki.ir.ops import Act, Opcode, ReduceCmd
+from nki.sim import numerics as nm
 from nki.sim import transcend as tr
 from nki.sim.emit import emitter, imm
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
+    bf16_rows,
     copy_row,
     element_offset,
     f32_rows,
@@ -26,7 +28,7 @@ from nki.sim.helpers.memory import (
     store_f32,
 )
 from nki.sim.helpers.registry import helper
-from nki.sim.layout import SCALAR_ACC_FROM_END, operand_base
+from nki.sim.layout import O_SPACE, SCALAR_ACC_FROM_END, operand_base
 
 DST, DATA, BIAS, SCALE, RES = (operand_base(i) for i in range(5))
 
@@ -158,33 +160,69 @@ def _column(H, S, PS, irow, frow, L, base, imm, is_tile, P):
 
 
 @njit(cache=True, nogil=True)
-def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias):
+def _float_rows(H, S, PS, irow, base, L):
+    """(is fp32, fp32 arena, bf16 arena, element offset, row stride, rows, row length) of an
+    fp32 or bf16 operand laid out as rows of contiguous elements; rows = 0 otherwise."""
+    fm, fo, fs, fr, fn = f32_rows(H, S, PS, irow, base, L)
+    hm, ho, hs, hr, hn = bf16_rows(H, S, PS, irow, base, L)
+    if fr > 0:
+        return True, fm, hm, fo, fs, fr, fn
+    return False, fm, hm, ho, hs, hr, hn
+
+
+@njit(cache=True, nogil=True)
+def _rows_apart_or_same(irow, x32, xo, xs, d32, do, ds, rows, n):
+    """Whether data and dst rows may be computed row by row: the very same rows, or rows that
+    share no element (offsets compare only within one dtype: mixed widths in one arena are
+    refused)."""
+    if irow[DATA + O_SPACE] != irow[DST + O_SPACE]:
+        return True
+    if x32 != d32:
+        return False
+    return same_rows(irow, DATA, xo, xs, DST, do, ds) or \
+        not rows_meet(irow, DATA, xo, xs, DST, do, ds, rows, n)
+
+
+@njit(cache=True, nogil=True)
+def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias, need_y):
     """``dst = op(data * scale + bias)`` row by row, from the data rows straight into the dst
-    rows, when both are fp32 rows of one length that are the same or share no element; the
-    dst rows as a (P, n) view, or a 0-row array (nothing done) otherwise. One read and one
-    write per element, where decoding a copy, scaling it, mapping it into a new array and
-    storing that made four passes (a quarter of a 1M-element gelu). Same arithmetic, in the
-    same order, so the same bits."""
-    dm, do, ds, dr, dn = f32_rows(H, S, PS, irow, DST, L)
-    xm, xo, xs, xr, xn = f32_rows(H, S, PS, irow, DATA, L)
-    if dr != P or xr != P or xn != dn or not (
-            same_rows(irow, DATA, xo, xs, DST, do, ds)
-            or not rows_meet(irow, DATA, xo, xs, DST, do, ds, dr, dn)):
-        return np.empty((0, 0), np.float32)
-    tmp = np.empty(dn, np.float32)
+    rows (fp32 or bf16, decoded and rounded a row at a time), when the rows are the same or
+    share no element. Returns (done, the dst rows as a (P, n) fp32 view for the register
+    sums, or an empty array); bf16 dst rows are refused when ``need_y`` (the sums are of the
+    fp32 results). One read and one write per element, where decoding a copy, scaling it,
+    mapping it into a new array and storing that made four passes (a quarter of a
+    1M-element gelu). Same arithmetic, in the same order, so the same bits."""
+    none = np.empty((0, 0), np.float32)
+    x32, xm, xh, xo, xs, xr, n = _float_rows(H, S, PS, irow, DATA, L)
+    d32, dm, dh, do, ds, dr, dn = _float_rows(H, S, PS, irow, DST, L)
+    if dr != P or xr != P or dn != n or (need_y and not d32) or \
+            not _rows_apart_or_same(irow, x32, xo, xs, d32, do, ds, P, n):
+        return False, none
+    zbuf, obuf = np.empty(n, np.float32), np.empty(n, np.float32)
     for r in range(P):
-        z = xm[xo + r * xs:xo + r * xs + dn]
+        z, x0, d0 = zbuf, xo + r * xs, do + r * ds
+        if x32:
+            z = xm[x0:x0 + n]
+        else:
+            nm.bf16_to_f32_into(xh[x0:x0 + n], zbuf)
         if use_scale == 1 or use_bias == 1:
-            copy_row(tmp, z)
+            if x32:
+                copy_row(zbuf, z)
+                z = zbuf
             if use_scale == 1:
-                alu.col_into(alu.MUL, tmp, scale[r, 0] if scale.shape[0] == P else scale[0, 0],
+                alu.col_into(alu.MUL, z, scale[r, 0] if scale.shape[0] == P else scale[0, 0],
                              False)
             if use_bias == 1:
-                alu.col_into(alu.ADD, tmp, bias[r, 0] if bias.shape[0] == P else bias[0, 0],
+                alu.col_into(alu.ADD, z, bias[r, 0] if bias.shape[0] == P else bias[0, 0],
                              False)
-            z = tmp
-        apply_act_into(act, z, dm[do + r * ds:do + r * ds + dn])
-    return np.lib.stride_tricks.as_strided(dm[do:], shape=(P, dn), strides=(ds * 4, 4))
+        if d32:
+            apply_act_into(act, z, dm[d0:d0 + n])
+        else:
+            apply_act_into(act, z, obuf)
+            nm.f32_to_bf16_into(obuf, dh[d0:d0 + n])
+    if not d32:
+        return True, none
+    return True, np.lib.stride_tricks.as_strided(dm[do:], shape=(P, n), strides=(ds * 4, 4))
 
 
 @helper(row_wise=True)
@@ -200,8 +238,10 @@ def activation(H, S, PS, irow, frow, L):
     one = np.ones((1, 1), np.float32)   # stands in for an operand the call does not use
     scale = _column(H, S, PS, irow, frow, L, SCALE, 0, t_scale, P) if use_scale == 1 else one
     bias = _column(H, S, PS, irow, frow, L, BIAS, 1, t_bias, P) if use_bias == 1 else one
-    y = _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias)
-    if y.shape[0] == 0:
+    need_y = cmd == RESET or cmd == REDUCE or cmd == RESET_REDUCE or has_res == 1
+    done, y = _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias,
+                                  need_y)
+    if not done:
         z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)   # a fresh array: updated in place
         # column ops as explicit loops (Numba's broadcasting array expressions are 4-8x slower)
         if use_scale == 1:
@@ -210,7 +250,7 @@ def activation(H, S, PS, irow, frow, L):
             alu.binary_col_into_f32(alu.ADD, z, bias)
         y = apply_act(act, z)
         store_f32(H, S, PS, irow, DST, L, y)
-    if cmd == RESET or cmd == REDUCE or cmd == RESET_REDUCE or has_res == 1:
+    if need_y:
         regs = _update_registers(PS, irow, L, y, cmd, P, row)
         if has_res == 1:
             store_f32(H, S, PS, irow, RES, L, regs.reshape(P, 1))
