@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from nki._digest import nki_digest
+from nki.ir.types import DType
 
 _NKI_ROOT = Path(__file__).resolve().parent.parent
 # code under these prefixes is not the user's: nki itself, the standard library, installed
@@ -54,15 +55,24 @@ def _feed_code(h, code: types.CodeType) -> None:
             h.update(repr(c).encode())
 
 
-IGNORED = "-"   # a value that cannot change what a trace produces (a module, a class)
+IGNORED = "-"   # a value that cannot change what a trace produces (a module, a builtin)
 
 
 def value_hash(value, depth: int = 0) -> str | None:
     """A stable hash of a global's or closure cell's value; ``IGNORED`` for modules and
-    classes; None when it cannot be hashed (an arbitrary object), which makes the trace
+    builtins; None when it cannot be hashed (an arbitrary object), which makes the trace
     uncacheable rather than risk a stale hit."""
-    if isinstance(value, (types.ModuleType, type, types.BuiltinFunctionType)):
+    if isinstance(value, (types.ModuleType, types.BuiltinFunctionType)):
         return IGNORED
+    if isinstance(value, type):
+        # by identity: a class read as a value is often a dtype (np.float32, ml_dtypes'
+        # bfloat16 in a kernel factory's closure), and two must not share a trace; the code
+        # of a class's methods that run is recorded like any other function's
+        return "type:" + _sha([value.__module__, value.__qualname__])
+    if isinstance(value, np.dtype):
+        return "npdtype:" + _sha([value.str, repr(value)])
+    if isinstance(value, DType):
+        return "dtype:" + _sha([repr(value)])
     if isinstance(value, types.FunctionType):
         # functions made by one factory share code: tell them apart by name and closure
         parts = [code_hash(value.__code__), value.__module__, value.__qualname__,

@@ -99,6 +99,35 @@ def _helper_for_recorder(x):
     return x + 1
 
 
+def _caster(dtype, cache_dir):
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def kern(x):                # one code object: only the closure's dtype class differs
+        out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    return nki.jit(kern, cache_dir=cache_dir)
+
+
+def test_dtype_classes_in_a_closure_are_part_of_the_key(tmp_path):
+    """np.float32 and ml_dtypes.bfloat16 are classes; hashed as "ignored", the second kernel
+    would load the first one's program and return fp32 where bf16 was asked for."""
+    import ml_dtypes
+    import numpy as np
+
+    x = np.linspace(-2, 2, 128 * 8, dtype=np.float32).reshape(128, 8) + np.float32(1e-3)
+    a = _caster(np.float32, tmp_path)(x)
+    b = _caster(ml_dtypes.bfloat16, tmp_path)(x)
+    assert a.dtype == np.float32 and b.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_array_equal(b, x.astype(ml_dtypes.bfloat16))
+
+
 def test_recorder_sees_user_functions_and_leaves_an_installed_tracer_alone():
     from nki.jit.cache import DependencyRecorder
 
