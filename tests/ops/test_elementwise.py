@@ -5,6 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import run_both
 
 import nki
 import nki.isa as nisa
@@ -159,7 +160,7 @@ def _aliasing_kernel(where, op):
     def kernel(a, b):
         P, W = a.shape
         out = nl.ndarray((P, W), dtype=a.dtype, buffer=nl.shared_hbm)
-        t = nl.ndarray((P, 2 * W), dtype=a.dtype, buffer=nl.sbuf)   # [a | b]
+        t = nl.ndarray((P, 4 * W), dtype=a.dtype, buffer=nl.sbuf)   # [a | b]
         nisa.dma_copy(dst=t[:, 0:W], src=a)
         nisa.dma_copy(dst=t[:, W:2 * W], src=b)
         x, y = t[:, 0:W], t[:, W:2 * W]
@@ -226,3 +227,39 @@ def test_scalar_chains_in_arena(backend, rng, in_place, reverse):
         t = np.maximum(t, c)
         expect = (a - t) if reverse else (t - a)
     np.testing.assert_array_equal(y, expect.astype(np.float32))
+
+
+# ----- bf16 rows: decoded a row at a time, computed in fp32, rounded once into dst ----------
+def _bf16_rows_kernel(where, out_dtype):
+    def kernel(a, c):
+        P, W = a.shape
+        out = nl.ndarray((P, W), dtype=out_dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, 4 * W), dtype=a.dtype, buffer=nl.sbuf)
+        col = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t[:, 0:W], src=a)
+        nisa.dma_copy(dst=col, src=c)
+        x = t[:, 0:W]
+        if where == "mixed_overlap":    # fp32 rows over the bf16 data's bytes and beyond
+            dst = t.view(nl.float32)[:, 0:W]
+        else:
+            dst = {"in_place": x, "apart": nl.ndarray((P, W), dtype=out_dtype, buffer=nl.sbuf),
+                   "shifted": t[:, 1:W + 1]}[where]
+        nisa.tensor_scalar(dst=dst, data=x, op0=nl.subtract, operand0=col, reverse0=True,
+                           op1=nl.multiply, operand1=3.0)
+        nisa.dma_copy(dst=out, src=dst)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("where,out_dtype", [("in_place", BF16), ("apart", BF16),
+                                             ("apart", np.float32), ("shifted", BF16),
+                                             ("mixed_overlap", np.float32)])
+def test_tensor_scalar_bf16_rows(rng, where, out_dtype):
+    # 300 columns: the helper runs 54 partitions at a time (a ragged last chunk of 12)
+    a = rng.standard_normal((120, 300)).astype(BF16)
+    c = rng.standard_normal((120, 1)).astype(np.float32)
+    a[7, 9] = np.nan
+    y = run_both(_bf16_rows_kernel(where, out_dtype), a, c)
+    with np.errstate(all="ignore"):
+        expect = ((c - a.astype(np.float32)) * np.float32(3.0)).astype(np.float32)
+    np.testing.assert_array_equal(y.astype(np.float32), expect.astype(out_dtype).astype(np.float32))

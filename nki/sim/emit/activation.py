@@ -17,18 +17,16 @@ from nki.sim import transcend as tr
 from nki.sim.emit import emitter, imm
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
-    bf16_rows,
     copy_row,
     element_offset,
-    f32_rows,
+    float_rows,
     load_f32,
-    rows_meet,
-    same_rows,
+    rows_same_or_apart,
     shape_of,
     store_f32,
 )
 from nki.sim.helpers.registry import helper
-from nki.sim.layout import O_SPACE, SCALAR_ACC_FROM_END, operand_base
+from nki.sim.layout import SCALAR_ACC_FROM_END, operand_base
 
 DST, DATA, BIAS, SCALE, RES = (operand_base(i) for i in range(5))
 
@@ -160,30 +158,6 @@ def _column(H, S, PS, irow, frow, L, base, imm, is_tile, P):
 
 
 @njit(cache=True, nogil=True)
-def _float_rows(H, S, PS, irow, base, L):
-    """(is fp32, fp32 arena, bf16 arena, element offset, row stride, rows, row length) of an
-    fp32 or bf16 operand laid out as rows of contiguous elements; rows = 0 otherwise."""
-    fm, fo, fs, fr, fn = f32_rows(H, S, PS, irow, base, L)
-    hm, ho, hs, hr, hn = bf16_rows(H, S, PS, irow, base, L)
-    if fr > 0:
-        return True, fm, hm, fo, fs, fr, fn
-    return False, fm, hm, ho, hs, hr, hn
-
-
-@njit(cache=True, nogil=True)
-def _rows_apart_or_same(irow, x32, xo, xs, d32, do, ds, rows, n):
-    """Whether data and dst rows may be computed row by row: the very same rows, or rows that
-    share no element (offsets compare only within one dtype: mixed widths in one arena are
-    refused)."""
-    if irow[DATA + O_SPACE] != irow[DST + O_SPACE]:
-        return True
-    if x32 != d32:
-        return False
-    return same_rows(irow, DATA, xo, xs, DST, do, ds) or \
-        not rows_meet(irow, DATA, xo, xs, DST, do, ds, rows, n)
-
-
-@njit(cache=True, nogil=True)
 def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias, need_y):
     """``dst = op(data * scale + bias)`` row by row, from the data rows straight into the dst
     rows (fp32 or bf16, decoded and rounded a row at a time), when the rows are the same or
@@ -193,10 +167,10 @@ def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, b
     mapping it into a new array and storing that made four passes (a quarter of a
     1M-element gelu). Same arithmetic, in the same order, so the same bits."""
     none = np.empty((0, 0), np.float32)
-    x32, xm, xh, xo, xs, xr, n = _float_rows(H, S, PS, irow, DATA, L)
-    d32, dm, dh, do, ds, dr, dn = _float_rows(H, S, PS, irow, DST, L)
+    x32, xm, xh, xo, xs, xr, n = float_rows(H, S, PS, irow, DATA, L)
+    d32, dm, dh, do, ds, dr, dn = float_rows(H, S, PS, irow, DST, L)
     if dr != P or xr != P or dn != n or (need_y and not d32) or \
-            not _rows_apart_or_same(irow, x32, xo, xs, d32, do, ds, P, n):
+            not rows_same_or_apart(irow, DATA, x32, xo, xs, DST, d32, do, ds, P, n):
         return False, none
     zbuf, obuf = np.empty(n, np.float32), np.empty(n, np.float32)
     for r in range(P):

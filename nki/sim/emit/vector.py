@@ -8,15 +8,18 @@ import numpy as np
 from numba import njit
 
 from nki.ir.ops import Opcode
+from nki.sim import numerics as nm
 from nki.sim.emit import emitter, imm
 from nki.sim.emit.dma import dma_copy
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
     copy_row,
     f32_rows,
+    float_rows,
     load_f32,
     load_i64,
     rows_meet,
+    rows_same_or_apart,
     same_rows,
     shape_of,
     store_f32,
@@ -73,29 +76,36 @@ def _direct_binary(H, S, PS, irow, L, op):
 
 @njit(cache=True, nogil=True)
 def _direct_scalar(H, S, PS, irow, frow, L):
-    """tensor_scalar straight in the arenas (fp32 rows in and out, the data being the
-    destination or apart from it, arithmetic operators); False (nothing written) else."""
+    """tensor_scalar straight in the arenas (fp32 or bf16 rows in and out, the data being the
+    destination or apart from it, arithmetic operators); False (nothing written) else. fp32
+    rows are computed in place in dst; bf16 rows are decoded into an fp32 row, computed there
+    and rounded into dst once, as the gathered path does."""
     op0, rev0, has1, op1, rev1, t0, t1 = (irow[2], irow[3], irow[4], irow[5], irow[6],
                                           irow[7], irow[8])
     if not _arith(op0) or (has1 == 1 and not _arith(op1)):
         return False
-    dm, do, ds, dr, dn = f32_rows(H, S, PS, irow, OP0, L)
-    xm, xo, xs, xr, xn = f32_rows(H, S, PS, irow, OP1, L)
-    if dr == 0 or xr != dr or xn != dn:
+    d32, dm, dh, do, ds, dr, dn = float_rows(H, S, PS, irow, OP0, L)
+    x32, xm, xh, xo, xs, xr, xn = float_rows(H, S, PS, irow, OP1, L)
+    if dr == 0 or xr != dr or xn != dn or \
+            not rows_same_or_apart(irow, OP1, x32, xo, xs, OP0, d32, do, ds, dr, dn):
         return False
-    x_here = same_rows(irow, OP0, do, ds, OP1, xo, xs)
-    if not x_here and rows_meet(irow, OP0, do, ds, OP1, xo, xs, dr, dn):
-        return False
+    x_here = d32 and x32 and same_rows(irow, OP0, do, ds, OP1, xo, xs)
     # the [P, 1] operands are read before anything is written (they may lie in dst)
     c0 = _scalar_operand_f32(H, S, PS, irow, frow, OP2, 0, t0, L)
     c1 = _scalar_operand_f32(H, S, PS, irow, frow, OP3, 1, t1, L) if has1 == 1 else c0
+    tmp = np.empty(dn, np.float32)
     for r in range(dr):
-        d = dm[do + r * ds:do + r * ds + dn]
-        if not x_here:
-            copy_row(d, xm[xo + r * xs:xo + r * xs + dn])
+        x0, d0 = xo + r * xs, do + r * ds
+        d = dm[d0:d0 + dn] if d32 else tmp
+        if x32 and not x_here:
+            copy_row(d, xm[x0:x0 + dn])
+        elif not x32:
+            nm.bf16_to_f32_into(xh[x0:x0 + dn], d)
         alu.col_into(op0, d, c0[r if c0.shape[0] > 1 else 0, 0], rev0 == 1)
         if has1 == 1:
             alu.col_into(op1, d, c1[r if c1.shape[0] > 1 else 0, 0], rev1 == 1)
+        if not d32:
+            nm.f32_to_bf16_into(tmp, dh[d0:d0 + dn])
     return True
 
 

@@ -482,6 +482,48 @@ def bf16_rows(H, S, PS, irow, base, L):
 
 
 @njit(cache=True, nogil=True)
+def float_rows(H, S, PS, irow, base, L):
+    """(is fp32, fp32 arena, bf16 arena, element offset, row stride, rows, row length) of an
+    fp32 or bf16 operand laid out as rows of contiguous elements; rows = 0 otherwise."""
+    fm, fo, fs, fr, fn = f32_rows(H, S, PS, irow, base, L)
+    hm, ho, hs, hr, hn = bf16_rows(H, S, PS, irow, base, L)
+    if fr > 0:
+        return True, fm, hm, fo, fs, fr, fn
+    return False, fm, hm, ho, hs, hr, hn
+
+
+@njit(cache=True, nogil=True)
+def rows_same_or_apart(irow, x, x32, xo, xs, y, y32, yo, ys, rows, n):
+    """Whether row operands ``x`` and ``y`` (:func:`float_rows`) may be computed row by row:
+    the very same rows, or rows that share no element. Element offsets compare only within
+    one dtype, so rows of different widths in one arena are refused."""
+    if irow[x + O_SPACE] != irow[y + O_SPACE]:
+        return True
+    if x32 != y32:
+        wx, wy = (4 if x32 else 2), (4 if y32 else 2)
+        return not _byte_rows_meet(xo * wx, xs * wx, n * wx, yo * wy, ys * wy, n * wy, rows)
+    return same_rows(irow, x, xo, xs, y, yo, ys) or \
+        not rows_meet(irow, x, xo, xs, y, yo, ys, rows, n)
+
+
+@njit(cache=True, nogil=True)
+def _byte_rows_meet(xb, xp, xl, yb, yp, yl, rows):
+    """Whether ``rows`` rows of ``xl`` bytes every ``xp`` bytes from byte ``xb`` share a byte
+    with ``rows`` rows of ``yl`` bytes every ``yp`` from ``yb`` (rows of different dtypes in
+    one arena). With one pitch ``p``, row ``r`` of x and row ``q`` of y meet iff
+    ``-xl < xb - yb + (r - q) p < yl``: at most a few ``r - q`` qualify, and those are
+    tried; other pitches answer yes (the caller then takes the gathered path)."""
+    if xp != yp or xp < xl or xp < yl or xp <= 0:
+        return True
+    k_lo = (yb - xb - xl) // xp
+    for k in range(k_lo, k_lo + 4):
+        gap = xb - yb + k * xp
+        if -rows < k < rows and -xl < gap < yl:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
 def same_rows(irow, x, xo, xs, y, yo, ys):
     """Whether row operands ``x`` and ``y`` (offsets ``xo``/``yo``, strides ``xs``/``ys``)
     are the very same elements, as in an in-place instruction."""
