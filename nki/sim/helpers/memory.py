@@ -501,23 +501,24 @@ def rows_same_or_apart(irow, x, x32, xo, xs, y, y32, yo, ys, rows, n):
         return True
     if x32 != y32:
         wx, wy = (4 if x32 else 2), (4 if y32 else 2)
-        return not _byte_rows_meet(xo * wx, xs * wx, n * wx, yo * wy, ys * wy, n * wy, rows)
+        return not _strided_rows_meet(xo * wx, xs * wx, n * wx, yo * wy, ys * wy, n * wy, rows)
     return same_rows(irow, x, xo, xs, y, yo, ys) or \
         not rows_meet(irow, x, xo, xs, y, yo, ys, rows, n)
 
 
 @njit(cache=True, nogil=True)
-def _byte_rows_meet(xb, xp, xl, yb, yp, yl, rows):
-    """Whether ``rows`` rows of ``xl`` bytes every ``xp`` bytes from byte ``xb`` share a byte
-    with ``rows`` rows of ``yl`` bytes every ``yp`` from ``yb`` (rows of different dtypes in
-    one arena). With one pitch ``p``, row ``r`` of x and row ``q`` of y meet iff
-    ``-xl < xb - yb + (r - q) p < yl``: at most a few ``r - q`` qualify, and those are
-    tried; other pitches answer yes (the caller then takes the gathered path)."""
+def _strided_rows_meet(xo, xp, xl, yo, yp, yl, rows):
+    """Whether ``rows`` rows of ``xl`` units every ``xp`` from ``xo`` share a unit with ``rows``
+    rows of ``yl`` units every ``yp`` from ``yo`` (elements of one dtype, or bytes when the
+    dtypes differ). Tiles of one arena interleave (every partition holds a row of each), so
+    their spans always intersect; with one pitch ``p``, row ``r`` of x and row ``q`` of y meet
+    iff ``-xl < xo - yo + (r - q) p < yl``, which at most a few ``r - q`` satisfy, and those
+    are tried. Other pitches answer yes."""
     if xp != yp or xp < xl or xp < yl or xp <= 0:
         return True
-    k_lo = (yb - xb - xl) // xp
+    k_lo = (yo - xo - xl) // xp
     for k in range(k_lo, k_lo + 4):
-        gap = xb - yb + k * xp
+        gap = xo - yo + k * xp
         if -rows < k < rows and -xl < gap < yl:
             return True
     return False
@@ -532,21 +533,13 @@ def same_rows(irow, x, xo, xs, y, yo, ys):
 
 @njit(cache=True, nogil=True)
 def rows_meet(irow, x, xo, xs, y, yo, ys, rows, n):
-    """Whether two operands of ``rows`` rows of ``n`` elements share an element. Tiles of one
-    arena interleave (every partition holds a row of each), so their spans always intersect;
-    with one row stride ``s``, row ``r`` of x and row ``q`` of y meet iff
-    ``-n < xo - yo + (r - q) s < n``, which only the two ``r - q`` nearest
-    ``(yo - xo) / s`` can satisfy."""
+    """Whether two operands of ``rows`` rows of ``n`` elements share an element (rows with
+    different strides, or longer than their stride, are judged by their spans)."""
     if irow[x + O_SPACE] != irow[y + O_SPACE]:
         return False
     if xs != ys or xs < n:
         return _may_overlap(irow, x, xo, y, yo)
-    k0 = (yo - xo) // xs
-    for k in range(k0, k0 + 2):
-        gap = xo - yo + k * xs
-        if -rows < k < rows and -n < gap < n:
-            return True
-    return False
+    return _strided_rows_meet(xo, xs, n, yo, ys, n, rows)
 
 
 @njit(cache=True, nogil=True)
