@@ -119,28 +119,23 @@ def _columns(x):
 
 
 @njit(cache=True, nogil=True)
-def _groups_f32(H, S, PS, irow, L, red):
-    """The data operand as (groups, ``red``) fp32: a strided view of the arena itself when
-    the data is fp32 rows of exactly ``red`` elements (the usual ``axis=1`` reduce of a
-    [P, F] tile), else a decoded copy. Every fold only reads it; skipping the copy saves
-    ~12 µs of a 128x1024 reduce."""
+def _data_groups(H, S, PS, irow, L, red):
+    """The data operand as groups of ``red`` fp32 elements: (flat array, offset, group stride,
+    groups, ``red``). The arena itself when the data is fp32 rows of exactly ``red`` elements
+    (the usual ``axis=1`` reduce of a [P, F] tile), else a decoded copy. Every fold only
+    reads it; skipping the copy saves ~12 µs of a 128x1024 reduce."""
     mem, off, stride, rows, n = f32_rows(H, S, PS, irow, OP1, L)
     if rows > 0 and n == red:
-        return np.lib.stride_tricks.as_strided(mem[off:], shape=(rows, n),
-                                               strides=(stride * 4, 4))
-    x = load_f32(H, S, PS, irow, OP1, L)
-    return x.reshape(x.size // red, red)
+        return mem, off, stride, rows, n
+    x = load_f32(H, S, PS, irow, OP1, L).ravel()
+    return x, 0, red, x.size // red, red
 
 
 @njit(cache=True, nogil=True)
-def _extremes_f32(H, S, PS, irow, L, op, red):
-    """Max or min over groups of ``red`` elements of the data operand, read in the arena
-    when it is fp32 rows of exactly ``red`` elements, else from a decoded copy."""
-    mem, off, stride, rows, n = f32_rows(H, S, PS, irow, OP1, L)
-    if rows > 0 and n == red:
-        return extreme_rows(op, mem, off, stride, rows, n)
-    x = load_f32(H, S, PS, irow, OP1, L).ravel()
-    return extreme_rows(op, x, 0, red, x.size // red, red)
+def _groups_f32(H, S, PS, irow, L, red):
+    """:func:`_data_groups` as a (groups, ``red``) view."""
+    flat, off, stride, groups, n = _data_groups(H, S, PS, irow, L, red)
+    return np.lib.stride_tricks.as_strided(flat[off:], shape=(groups, n), strides=(stride * 4, 4))
 
 
 @helper(row_wise=True)
@@ -156,7 +151,8 @@ def tensor_reduce(H, S, PS, irow, frow, L):
         store_i64(H, S, PS, irow, OP0, L, fold_i64(op, ci[0].copy(), ci[1:]))
         return 0
     if op == alu.MAX or op == alu.MIN:
-        y = _extremes_f32(H, S, PS, irow, L, op, red)
+        flat, off, stride, groups, n = _data_groups(H, S, PS, irow, L, red)
+        y = extreme_rows(op, flat, off, stride, groups, n)
     elif op == alu.ADD or op == alu.SUB or op == alu.MUL:
         g = _groups_f32(H, S, PS, irow, L, red)
         y = alu.fold_rows_f32(op, g[:, 0], g[:, 1:])
