@@ -143,3 +143,7 @@ allocation_scope = no_reorder = _scope
 def multi_buffer(factor: int = 2):
     """Buffering hint: no effect in the simulator."""
     return factor
+
+
+__all__ = ["allocation_scope", "enable_stack_allocator", "force_auto_alloc", "multi_buffer",
+           "no_reorder", "psum", "sbuf", "skip_middle_end_transformations"]

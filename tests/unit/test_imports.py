@@ -62,15 +62,27 @@ def test_core_never_imports_the_torch_exceptions():
         assert not users, f"{module} imports torch and must stay out of the core: {users}"
 
 
-def test_only_the_neuronxcc_shim_imports_the_legacy_dialect():
-    """nki.legacy sits on top of nki.lang/nki.jit; nothing else in nki reaches into it, and
-    the top-level ``neuronxcc`` package only re-exports (no logic of its own)."""
+FOREIGN = ROOT / "foreign-names"   # AWS's import names (nki/compat.py)
+
+
+def test_only_the_neuronxcc_alias_imports_the_legacy_dialect():
+    """nki.legacy sits on top of nki.lang/nki.jit; nothing else in nki reaches into it but
+    the ``neuronxcc`` alias of AWS's import name."""
     users = [str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
-             if "legacy" not in p.relative_to(ROOT).parts[:1]
+             if p.relative_to(ROOT).parts[0] not in ("legacy", "foreign-names")
              and any(m == "nki.legacy" or m.startswith("nki.legacy.") for m in _imports(p))]
     assert not users, f"nki.legacy imported from inside nki: {users}"
-    shim = ROOT.parent / "neuronxcc"
-    for path in shim.rglob("*.py"):
+
+
+def test_foreign_names_only_alias():
+    """Each package under AWS's import names is an alias of ours: no function or class of its
+    own, and no torch unless it is the torch bridge's name (torch_neuronx)."""
+    packages = sorted(p.name for p in FOREIGN.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert {"neuronxcc", "nki_cpu_simulator", "neuron_dtypes"} <= set(packages)
+    for path in FOREIGN.rglob("*.py"):
         tree = ast.parse(path.read_text())
         logic = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert not logic, f"{path.relative_to(ROOT.parent)} defines {logic[0].name}"
+        if path.relative_to(FOREIGN).parts[0] != "torch_neuronx":
+            torch = [m for m in _imports(path) if m == "torch" or m.startswith("torch.")]
+            assert not torch, f"{path.relative_to(ROOT.parent)} imports {torch}"

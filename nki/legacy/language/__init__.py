@@ -30,7 +30,19 @@ from nki.language import (  # noqa: F401 - re-exported
 from nki.legacy import math as _m
 from nki.legacy.dtypes import legacy_dtype as _legacy_dtype
 from nki.legacy.index import arange, mgrid  # noqa: F401
-from nki.legacy.language import (  # noqa: F401
+from nki.legacy.math import (  # noqa: F401
+    broadcast_to,
+    dropout,
+    gather_flattened,
+    loop_reduce,
+    mean,
+    rms_norm,
+    softmax,
+    var,
+    where,
+)
+from nki.legacy.matmul import matmul, transpose  # noqa: F401
+from nki.legacy.nl_base import (  # noqa: F401
     ParDim,
     affine_range,
     empty_like,
@@ -59,18 +71,6 @@ from nki.legacy.language import (  # noqa: F401
     zeros,
     zeros_like,
 )
-from nki.legacy.math import (  # noqa: F401
-    broadcast_to,
-    dropout,
-    gather_flattened,
-    loop_reduce,
-    mean,
-    rms_norm,
-    softmax,
-    var,
-    where,
-)
-from nki.legacy.matmul import matmul, transpose  # noqa: F401
 
 # NKI 0.1 dtypes are numpy-compatible (np.dtype(nl.bfloat16), t.dtype == np.float32)
 (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16,
@@ -158,7 +158,7 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs) -> None:
     """
     from nki.lang.operators import as_alu
     from nki.lang.tracer import validation
-    from nki.legacy.language import write
+    from nki.legacy.nl_base import write
 
     if as_alu(op) is not Alu.add:
         raise validation("nki_invalid_argument", f"nl.atomic_rmw supports op=np.add only, "

@@ -344,7 +344,7 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=No
              **kwargs) -> None:
     """Copy ``src`` into ``dst`` (HBM/SBUF either side); ``dst_rmw_op=np.add`` adds into
     ``dst`` instead (a DMA read-modify-write); ``oob_mode`` for an indirect side."""
-    from nki.legacy.language import write
+    from nki.legacy.nl_base import write
 
     if dst_rmw_op is not None and as_alu(dst_rmw_op) is not Alu.add:
         raise validation("nki_invalid_argument", "nisa.dma_copy: dst_rmw_op supports np.add "

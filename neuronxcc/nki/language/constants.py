@@ -1,5 +1,0 @@
-"""``neuronxcc.nki.language.constants``: ``sizeinbytes``."""
-
-from nki.legacy.constants import sizeinbytes
-
-__all__ = ["sizeinbytes"]
