@@ -2,6 +2,7 @@
 
 | variable | meaning | default |
 |---|---|---|
+| ``NKI_NC_VERSION`` | gen2/gen3/gen4, as AWS's simulator reads it; wins over the next | unset |
 | ``NEURON_PLATFORM_TARGET_OVERRIDE`` | trn1/inf2/gen2, trn2/gen3, trn3/gen4 | trn3 |
 | ``NKI_PRECISE_FP`` | 1: bf16/fp8 tiles hold exact low-precision bits; 0: keep them in fp32 | 1 |
 | ``NKI_BACKEND`` | ``numba`` or ``python`` | numba |
@@ -54,10 +55,21 @@ class Settings:
         return replace(self, **{k: v for k, v in kw.items() if k in known and v is not None})
 
 
+def _target_from_environment() -> str:
+    """The generation the environment names. ``NKI_NC_VERSION`` (the simulator's own variable,
+    which nki-library's harness sets before every call) wins over the compiler's
+    ``NEURON_PLATFORM_TARGET_OVERRIDE``; both take any spelling ``get_target`` knows."""
+    for name in ("NKI_NC_VERSION", "NEURON_PLATFORM_TARGET_OVERRIDE"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return "trn3"
+
+
 def from_environment() -> Settings:
     """Read the environment once per call site that needs it (cheap; no global state)."""
     return Settings(
-        target=os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "") or "trn3",
+        target=_target_from_environment(),
         precise_fp=_flag("NKI_PRECISE_FP", True),
         backend=os.environ.get("NKI_BACKEND", "") or "numba",
         cache_dir=os.environ.get("NKI_CACHE_DIR", "") or _default_cache_dir(),

@@ -54,7 +54,12 @@ class DType:
         return self.kind in (Kind.INT, Kind.UINT, Kind.BOOL)
 
     def host_dtype(self) -> np.dtype:
-        """The numpy dtype a host array of this type has (ml_dtypes for bf16/fp8)."""
+        """The numpy dtype a host array of this type has (ml_dtypes for bf16/fp8, the packed
+        dtypes of :mod:`nki.ir.packed` for the MX x4 types)."""
+        if self.packed != 1:
+            from nki.ir import packed
+
+            return packed.BY_NAME[self.name]
         if self.ml_name is not None:
             import ml_dtypes
 
@@ -64,6 +69,13 @@ class DType:
         if self.name == "bool_":
             return np.dtype(np.bool_)
         return np.dtype(self.storage if self.name != "float16" else np.float16)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The host numpy dtype, so that numpy accepts an NKI dtype wherever it takes one
+        (``np.zeros(shape, dtype=nl.bfloat16)``, ``np.issubdtype(nl.int32, np.integer)``), as
+        it accepts AWS's dtype names."""
+        return self.host_dtype()
 
     def __repr__(self) -> str:
         return self.name
@@ -102,6 +114,12 @@ BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
 BY_CODE: dict[int, DType] = {d.code: d for d in ALL_DTYPES}
 BY_NAME["bool"] = BOOL
 
+# ``nki.dtype`` is this class, and nki-library also reads it as the module of dtypes
+# (``import nki.dtype as nt; nt.float8_e4m3``): each dtype is a class attribute too.
+for _d_ in ALL_DTYPES:
+    setattr(DType, _d_.name, _d_)
+del _d_
+
 
 def from_host(dtype: np.dtype) -> DType | None:
     """The NKI dtype of a host numpy dtype, or None when NKI has no such type (float64, int64)."""
@@ -109,7 +127,9 @@ def from_host(dtype: np.dtype) -> DType | None:
     if dtype == np.bool_:
         return BOOL
     for d in ALL_DTYPES:
-        if d.packed == 1 and d.name != "tfloat32" and d.host_dtype() == dtype:
+        # a packed host dtype is a void dtype: equality ignores its scalar type, identity not
+        if d.name != "tfloat32" and d.host_dtype() == dtype and (
+                d.packed == 1 or d.host_dtype().type is dtype.type):
             return d
     return None
 

@@ -1,5 +1,6 @@
 """``nki.isa`` (``nisa``): the instruction set of the current NKI dialect (dst first)."""
 
+import enum
 
 from nki.ir.nodes import Dependency as dependency
 from nki.ir.nodes import NkiInstruction
@@ -35,8 +36,10 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 
-class nc_version:  # noqa: N801 - NKI's spelling
-    """NeuronCore generations (``nisa.nc_version.gen3`` ...)."""
+class nc_version(enum.IntEnum):  # noqa: N801 - NKI's spelling
+    """NeuronCore generations (``nisa.nc_version.gen3`` ...). Members compare as integers
+    (``get_nc_version() >= nc_version.gen3``) and carry AWS's names (``gen3.name``: nki-library's
+    harness sets ``NKI_NC_VERSION`` to it)."""
 
     gen2 = 2
     gen3 = 3
@@ -48,10 +51,11 @@ def get_nc_sub_version() -> int:
     return 0
 
 
-def get_nc_version() -> int:
+def get_nc_version() -> nc_version:
     """The generation of the target being traced (trn3 = gen4 by default)."""
     trace = _active()
-    return trace.target.nc_version if trace is not None else _TARGETS["trn3"].nc_version
+    return nc_version(trace.target.nc_version if trace is not None
+                      else _TARGETS["trn3"].nc_version)
 
 
 class _FloatInfo:

@@ -25,7 +25,8 @@ from nki.lang.tracer import user_loc
 from nki.sim.runtime import Executable, run_cores
 
 # keywords AWS's nki.jit accepts that do not change how we simulate
-_AWS_KWARGS = {"mode", "show_compiler_tb", "additional_compile_opt", "experimental_flags",
+_AWS_KWARGS = {"mode", "compile_config", "specialization_config", "show_compiler_tb",
+               "additional_compile_opt", "experimental_flags",
                "kernel_return", "debug_kernel", "enable_out_of_bound_check", "save_neff_name",
                "save_trace_name", "artifacts_dir", "working_directory", "overwrite",
                "profile_nth", "warmup", "iters", "compiler_args"}

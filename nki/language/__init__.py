@@ -2,24 +2,6 @@
 
 from nki.ir.ops import Act as _Act
 from nki.ir.ops import Alu as _Alu
-from nki.ir.types import BFLOAT16 as bfloat16
-from nki.ir.types import BOOL as bool_
-from nki.ir.types import FLOAT4_E2M1FN_X4 as float4_e2m1fn_x4
-from nki.ir.types import FLOAT8_E4M3 as float8_e4m3
-from nki.ir.types import FLOAT8_E4M3FN as float8_e4m3fn
-from nki.ir.types import FLOAT8_E4M3FN_X4 as float8_e4m3fn_x4
-from nki.ir.types import FLOAT8_E5M2 as float8_e5m2
-from nki.ir.types import FLOAT8_E5M2_X4 as float8_e5m2_x4
-from nki.ir.types import FLOAT8_E8M0FNU as float8_e8m0fnu
-from nki.ir.types import FLOAT16 as float16
-from nki.ir.types import FLOAT32 as float32
-from nki.ir.types import INT8 as int8
-from nki.ir.types import INT16 as int16
-from nki.ir.types import INT32 as int32
-from nki.ir.types import TFLOAT32 as tfloat32
-from nki.ir.types import UINT8 as uint8
-from nki.ir.types import UINT16 as uint16
-from nki.ir.types import UINT32 as uint32
 from nki.ir.types import Memory
 from nki.lang.creation import (
     empty_like,
@@ -54,6 +36,7 @@ from nki.lang.reduce import NL_EXPORTS as _REDUCE_NL
 from nki.lang.select import NL_EXPORTS as _SELECT_NL
 from nki.lang.tensor import NkiTensor
 from nki.lang.tile_size import tile_size
+from nki.language.dtypes import *  # noqa: F403 - the dtypes, also as nl.dtypes
 
 globals().update({k: v for k, v in _OPERATORS.items() if k != "copy"})
 globals().update(_MATMUL_NL)
@@ -148,31 +131,10 @@ def expand_dims(x, axis: int):
     """
     return x.expand_dim(axis)
 
+# submodules that real kernels import: ``from nki.language.opcode import maximum`` (nki-library's
+# attention_cte) and ``nki.language.dtypes`` (``nki.dtype`` in nki-library's harness)
+from nki.language import dtypes, opcode  # noqa: E402
+
 __all__ = ([n for n in dir() if not n.startswith("_")] + list(_OPERATORS) + list(_MATMUL_NL)
            + list(_REDUCE_NL) + list(_SELECT_NL))
 
-
-def _install_opcode_module() -> None:
-    """Register ``nki.language.opcode``: the operator constants (``from nki.language.opcode
-    import maximum``, as nki-library's attention_cte does) as a submodule of this module.
-
-    ``nki.language`` is a module, not a package, so the submodule is placed in ``sys.modules``
-    directly (the import system looks there first). Its names are the same token objects as
-    ``nl.maximum`` & co., so ``op=opcode.maximum`` and ``op=nl.maximum`` mean the same.
-    """
-    import sys
-    import types
-
-    from nki.lang.operators import as_act, as_alu
-
-    module = types.ModuleType(__name__ + ".opcode", "NKI operator constants (ALU ops and "
-                              "activation functions), the same objects as nki.language's.")
-    for name, value in list(globals().items()):
-        if not name.startswith("_") and callable(value) and (
-                as_alu(value) is not None or as_act(value) is not None):
-            setattr(module, name, value)
-    sys.modules[module.__name__] = module
-    globals()["opcode"] = module
-
-
-_install_opcode_module()
