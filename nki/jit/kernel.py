@@ -173,7 +173,7 @@ class Kernel:
                 _check_core_races(cores, target, settings.check_races)
             spec = Specialization(cores, settings, [(str(w.message), w.category, w.filename,
                                                      w.lineno) for w in caught])
-            if disk and deps.cacheable:
+            if disk and deps.cacheable and not any(core.files_read for core in cores):
                 disk.store(disk_key, spec, deps.snapshot())
         spec.replay_warnings()
         self._cache[key] = spec

@@ -37,6 +37,7 @@ class CoreProgram:
     output_ids: list[int]
     written_inputs: list[int]
     covered_outputs: frozenset[int] = frozenset()   # proven fully overwritten on every run
+    files_read: tuple[str, ...] = ()                 # by the trace: not re-checkable
 
 
 def _bind_inputs(trace: Trace, fn, args, tensor_args: dict[int, TensorArg], lnc: int):
@@ -191,7 +192,7 @@ def _finish_core(traced, target, settings, private_base: int) -> CoreProgram:
     final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),))
     covered = frozenset(t for t in out_ids if trace.fully_written(t))
     return CoreProgram(final, generate(final), dict(trace.constants), in_ids, out_ids, written,
-                       covered)
+                       covered, tuple(trace.files_read))
 
 
 def describe(core: CoreProgram) -> str:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from nki.ir.types import Memory
 from nki.lang.common import Call, dtype_of
 from nki.lang.tensor import NkiTensor
+from nki.lang.tracer import active
 
 sbuf = Memory.SBUF
 psum = Memory.PSUM
@@ -68,6 +71,15 @@ def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None) -> NkiTenso
     return _create(Call("nl.ndarray"), shape, dtype, buffer, name, address)
 
 
+def value_result(shape, dtype, buffer=sbuf, name: str = "") -> NkiTensor:
+    """A new tensor for the value an nl function computes and returns (``nl.load``,
+    ``nl.add``, ...): a handle like any other, marked so that testing its truth value, which
+    would be a test of data the trace cannot see, raises."""
+    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    active().value_results.add(t._decl.id)
+    return t
+
+
 def _filled(api: str, shape, dtype, buffer, name: str, value) -> NkiTensor:
     call = Call(api)
     mem = _buffer(call, buffer)
@@ -107,14 +119,31 @@ def empty_like(x: NkiTensor, dtype=None, buffer=None, name: str = "") -> NkiTens
 
 
 def shared_constant(constant, dtype=None) -> NkiTensor:
-    """A shared_hbm tensor holding ``constant`` (a numpy array)."""
+    """A shared_hbm tensor holding ``constant``: a numpy array, or the path of a ``.npy`` file
+    holding one (nki-library's topk writes its rotation matrices to files and passes the
+    paths; the compiler embeds the file's contents).
+
+    Example:
+        >>> ids = nl.shared_constant(np.arange(128, dtype=np.int32))   # doctest: +SKIP
+    """
     call = Call("nl.shared_constant")
-    arr = np.asarray(constant)
+    arr = _constant_array(call, constant)
     dt = dtype_of(dtype if dtype is not None else arr.dtype)
     decl = call.trace.new_tensor(Memory.SHARED_HBM, arr.shape or (1,), dt, role="constant",
                                  loc=call.loc, name=f"const{len(call.trace.tensors)}")
     call.trace.constants[decl.id] = arr.astype(dt.host_dtype()).reshape(arr.shape or (1,))
     return NkiTensor(decl)
+
+
+def _constant_array(call: Call, constant) -> np.ndarray:
+    if not isinstance(constant, (str, os.PathLike)):
+        return np.asarray(constant)
+    call.trace.files_read.append(os.fspath(constant))
+    try:
+        return np.load(constant, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise call.error("nki_invalid_argument", f"nl.shared_constant: cannot read the .npy "
+                         f"file {os.fspath(constant)!r}: {e}") from None
 
 
 def shared_identity_matrix(n: int, dtype="uint8", dst=None) -> NkiTensor:

@@ -45,12 +45,12 @@ def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None,
 
 def load(src, dtype=None) -> NkiTensor:
     """Load an HBM view into a new SBUF tile of the same shape."""
-    from nki.lang.creation import ndarray
+    from nki.lang.creation import value_result
 
     call = Call("nl.load")
     s = call.tensor(src, "src", (Memory.SHARED_HBM, Memory.PRIVATE_HBM, Memory.SBUF))
     shape = s.shape if len(s.shape) >= 2 else (1,) + s.shape
-    t = ndarray(shape, dtype or s.dtype, buffer=Memory.SBUF)
+    t = value_result(shape, dtype or s.dtype, buffer=Memory.SBUF)
     _dma(call, t, s)
     return t
 

@@ -242,7 +242,7 @@ def gather_flattened(data, indices, axis: int = 0, dtype=None) -> NkiTensor:
     Example:
         >>> g = nl.gather_flattened(table_sb, idx)                    # doctest: +SKIP
     """
-    from nki.lang.creation import ndarray
+    from nki.lang.creation import value_result
     from nki.lang.vector import tensor_copy
 
     call = Call("nl.gather_flattened")
@@ -250,11 +250,11 @@ def gather_flattened(data, indices, axis: int = 0, dtype=None) -> NkiTensor:
         raise call.error("nki_invalid_argument", f"gather_flattened supports axis=0, got {axis}")
     x = call.tile(data, "data", (Memory.SBUF,))
     i = call.tile(indices, "indices", (Memory.SBUF,))
-    out = ndarray(i.shape, x.dtype, buffer=Memory.SBUF)
+    out = value_result(i.shape, x.dtype, buffer=Memory.SBUF)
     nc_n_gather(out, x, i)
     if dtype is None or call_dtype(dtype) == x.dtype:
         return out
-    cast = ndarray(i.shape, dtype, buffer=Memory.SBUF)
+    cast = value_result(i.shape, dtype, buffer=Memory.SBUF)
     tensor_copy(dst=cast, src=out)
     return cast
 

@@ -12,9 +12,9 @@ from nki.lang.tensor import NkiTensor
 
 
 def _result(x: NkiTensor, dtype) -> NkiTensor:
-    from nki.lang.creation import ndarray
+    from nki.lang.creation import value_result
 
-    return ndarray(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
+    return value_result(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
 
 
 def _binary(api: str, alu: Alu, x, y, dtype):

@@ -308,9 +308,9 @@ def _dma_options(call: Call, s: NkiTensor, priority, dge_mode, oob_mode) -> None
 
 # ----- nl wrappers --------------------------------------------------------------------------
 def _new(shape, dtype, buffer: Memory) -> NkiTensor:
-    from nki.lang.creation import ndarray
+    from nki.lang.creation import value_result
 
-    return ndarray(tuple(shape), dtype, buffer=buffer)
+    return value_result(tuple(shape), dtype, buffer=buffer)
 
 
 def matmul(x, y, transpose_x=False) -> NkiTensor:

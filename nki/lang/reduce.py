@@ -283,9 +283,9 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
 # ----- nl-level reductions and composites (spec §3.5) ----------------------------------------
 
 def _tile(shape, dtype) -> NkiTensor:
-    from nki.lang.creation import ndarray
+    from nki.lang.creation import value_result
 
-    return ndarray(shape, dtype, buffer=Memory.SBUF)
+    return value_result(shape, dtype, buffer=Memory.SBUF)
 
 
 def _reduced_shape(x: NkiTensor, axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:

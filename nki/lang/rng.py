@@ -148,10 +148,10 @@ def rand(shape, dtype=FLOAT32, buffer=Memory.SBUF, name=""):
     Example:
         >>> u = nl.rand((128, 64), dtype=nl.float32)  # doctest: +SKIP
     """
-    from nki.lang.creation import ndarray
+    from nki.lang.creation import value_result
 
     call = Call("nl.rand")
-    t = ndarray(shape, dtype, buffer=buffer, name=name)
+    t = value_result(shape, dtype, buffer=buffer, name=name)
     d = call.tile(t, "dst")
     _emit(call, RAND2, [("dst", acc(d))], [], d.shape[0], Engine.vector, 0.0, 1.0)
     return t

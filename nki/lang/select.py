@@ -487,9 +487,9 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=""):
 
 # ----- nl-level wrappers -------------------------------------------------------------------
 def _new_tile(shape, dtype) -> NkiTensor:
-    from nki.lang.creation import ndarray
+    from nki.lang.creation import value_result
 
-    return ndarray(shape, dtype, buffer=Memory.SBUF)
+    return value_result(shape, dtype, buffer=Memory.SBUF)
 
 
 def where(condition, x, y, dtype=None):

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from nki.ir.affine import Affine
 from nki.ir.nodes import MAX_DIMS, Access, TensorDecl
 from nki.ir.types import DType, Memory
-from nki.lang.tracer import validation
+from nki.lang.tracer import active, validation
 
 
 class DynSlice:
@@ -122,9 +122,18 @@ class NkiTensor:
                 f"buffer={self.buffer.value})")
 
     def __bool__(self) -> bool:
-        raise validation("err_ambiguous_tensor_truth_value",
-                         f"the truth value of tensor {self.name!r} is ambiguous; "
-                         "control flow on tensor values is not supported")
+        """A tensor handle is an object, truthy as in plain Python: NKI 0.7 traces kernels as
+        Python, and AWS's kernels test handles (``if bias is not None and bias:``). A value an
+        nl function computed (``if nl.greater(a, b):``) is data the trace cannot see: that
+        raises."""
+        trace = active()
+        if trace is not None and self._decl.id in trace.value_results:
+            raise validation("err_ambiguous_tensor_truth_value",
+                             f"the truth value of tensor {self.name!r}, computed by the kernel, "
+                             "is ambiguous; control flow on tensor values is not supported "
+                             "(use nl.fori_loop / nl.while_loop with a register for runtime "
+                             "control flow)")
+        return True
 
     def __len__(self) -> int:
         return self.shape[0]

@@ -109,6 +109,12 @@ class Trace:
         # outputs some write of which is not proven to overwrite its bytes on every run
         # (runtime offsets or loops, read-modify-writes, non-DMA writers)
         self.unproven_writes: set[int] = set()
+        # tensors an nl function computed and returned as a value (nl.load, nl.add, ...):
+        # their truth value is data, unlike a handle's (NkiTensor.__bool__)
+        self.value_results: set[int] = set()
+        # files the trace read (nl.shared_constant of a .npy path): the program cache cannot
+        # re-check them, so a program that read one is never stored on disk
+        self.files_read: list[str] = []
         self._runtime_loops = 0                # runtime loop bodies being traced
         self._token: contextvars.Token | None = None
 

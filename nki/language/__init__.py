@@ -18,6 +18,7 @@ from nki.lang.creation import (
     zeros,
     zeros_like,
 )
+from nki.lang.creation import value_result as _value_result
 from nki.lang.dma import load, store
 from nki.lang.iterators import (
     affine_range,
@@ -82,7 +83,7 @@ def copy(x, dtype=None):
     """
     from nki.lang.vector import tensor_copy
 
-    out = ndarray(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
+    out = _value_result(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
     tensor_copy(dst=out, src=x)
     return out
 
@@ -98,7 +99,7 @@ from nki.lang.rng import rand, random_seed  # noqa: E402
 def _unary_alu(alu: _Alu, x, dtype=None):
     from nki.lang.vector import tensor_scalar
 
-    out = ndarray(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
+    out = _value_result(x.shape, dtype or x.dtype, buffer=Memory.SBUF)
     tensor_scalar(dst=out, data=x, op0=alu, operand0=0.0)
     return out
 

@@ -70,3 +70,27 @@ def test_nki_dtype_annotates_dtype_parameters(backend):
     out = nki.jit(_scaled, backend=backend, cache=False)(x, dtype=nl.bfloat16)
     assert out.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(out.astype(np.float32), x * 2)
+
+
+def _load_file_constant(path):
+    return _load_constant(nl.shared_constant(path))
+
+
+def test_shared_constant_from_an_npy_file(backend, tmp_path):
+    """nki-library's topk writes its constants with np.save and passes the file's path."""
+    table = np.random.default_rng(3).standard_normal((32, 24)).astype(np.float32)
+    path = tmp_path / "table.npy"
+    np.save(path, table)
+    k = nki.jit(_load_file_constant, backend=backend)
+    np.testing.assert_array_equal(k(str(path)), table)
+    table2 = table + 1                     # same path, new contents: never a stale program
+    np.save(path, table2)
+    np.testing.assert_array_equal(nki.jit(_load_file_constant, backend=backend)(str(path)),
+                                  table2)
+
+
+def test_shared_constant_unreadable_file(tmp_path):
+    missing = str(tmp_path / "missing.npy")
+    with pytest.raises(nki.NkiValidationError, match=r"nki_invalid_argument.*cannot read the "
+                       r"\.npy file(.|\n)*test_trace_tensor.py:\d+"):
+        nki.jit(_load_file_constant, cache=False)(missing)

@@ -98,11 +98,28 @@ def test_shared_hbm_inside_loop():
         _spec(k, X)
 
 
-def test_truth_value_of_tensor():
+def test_truth_value_of_a_handle_is_plain_python():
+    """``if bias is not None and bias:`` (nki-library's guard) takes the branch, as it does for
+    any Python object; a kernel that branches on it still traces."""
+    def k(x, bias=None):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        if x and not (bias is not None and bias):
+            t = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[0:128, :])
+            nisa.dma_copy(dst=out[0:128, :], src=t)
+        return out
+    assert _spec(k, X).num_instructions == 2
+
+
+@pytest.mark.parametrize("value", ["load", "add", "max"])
+def test_truth_value_of_a_computed_tensor(value):
     def k(x):
-        if x:
+        t = nl.load(x[0:128, :])
+        computed = {"load": lambda: t, "add": lambda: nl.add(t, t),
+                    "max": lambda: nl.max(t, axis=1)}[value]()
+        if computed:
             pass
-    with pytest.raises(NkiValidationError, match=r"err_ambiguous_tensor_truth_value"):
+    with pytest.raises(NkiValidationError, match=r"err_ambiguous_tensor_truth_value.*computed by the kernel"):
         _spec(k, X)
 
 
