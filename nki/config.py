@@ -10,6 +10,7 @@
 | ``NKI_CACHE`` | 0 disables the on-disk program cache | 1 |
 | ``NKI_CHECK_UNINIT`` | 1: reading never-written SBUF/PSUM raises instead of reading NaN | 0 |
 | ``NKI_CHECK_RACES`` | 1: two ``nl.affine_range`` iterations writing one location raise | 0 |
+| ``NKI_LOOP_BUDGET`` | iterations one run of a runtime loop may take before it raises | 0 (none) |
 | ``NKI_SIMULATOR`` | accepted for compatibility with AWS (every call simulates here) | 1 |
 | ``NKI_TORCH_ROUTING`` | 0: aten mm/bmm/addmm/SDPA on ``neuron`` stay on CPU kernels | 1 |
 | ``NKI_TORCH_BUILD_DIR`` | where nki.torch's C++ extensions are built | ``<cache>/torch-ext`` |
@@ -33,6 +34,13 @@ def _flag(name: str, default: bool) -> bool:
     return value.strip().lower() not in ("0", "false", "no", "off")
 
 
+def _count(name: str) -> int:
+    value = os.environ.get(name, "").strip() or "0"
+    if not value.isdigit():
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
 def _default_cache_dir() -> str:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return str(Path(base) / "nki")
@@ -49,6 +57,7 @@ class Settings:
     cache: bool = True
     check_uninit: bool = False
     check_races: bool = False
+    loop_budget: int = 0
 
     def with_overrides(self, **kw) -> Settings:
         known = {f.name for f in fields(self)}
@@ -76,6 +85,7 @@ def from_environment() -> Settings:
         cache=_flag("NKI_CACHE", True),
         check_uninit=_flag("NKI_CHECK_UNINIT", False),
         check_races=_flag("NKI_CHECK_RACES", False),
+        loop_budget=_count("NKI_LOOP_BUDGET"),
     )
 
 

@@ -97,6 +97,8 @@ CATALOG: dict[str, str] = {
     "nki_misaligned_address": "the address is not aligned for the tensor's dtype",
     "nki_uninitialized_read": "an instruction reads on-chip memory that was never written",
     "nki_runtime_out_of_bounds": "a dynamic access is out of bounds",
+    "nki_loop_budget_exceeded": "a runtime loop ran more iterations than the loop budget "
+                                "allows",
     "nki_not_implemented": "this NKI feature is not implemented by the simulator yet",
     "nki_kernel_return": "a kernel must return shared_hbm tensors it created",
     "nki_bad_kernel_argument": "a kernel argument is not an array NKI can take",

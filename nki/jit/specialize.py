@@ -189,7 +189,8 @@ def _finish_core(traced, target, settings, private_base: int) -> CoreProgram:
     written = sorted({acc.tensor for s, _ in walk(program.body) if hasattr(s, "writes")
                       for _, acc in s.writes} & set(in_ids))
     final = run_passes(program, target, settings, private_base)
-    final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),))
+    final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),
+                                              ("loop_budget", settings.loop_budget)))
     covered = frozenset(t for t in out_ids if trace.fully_written(t))
     return CoreProgram(final, generate(final), dict(trace.constants), in_ids, out_ids, written,
                        covered, tuple(trace.files_read))

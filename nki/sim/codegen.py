@@ -32,6 +32,15 @@ from nki.sim.emit.control import register_file_source
 from nki.sim.helpers.registry import helper_id, helper_id_by_name, helper_name
 from nki.sim.layout import NF, NSLOTS, ROW, PhysOperand, RowWriter
 
+# L[STOP_SLOT] is the stop word: another thread (nki/sim/runtime.py, on Ctrl-C) sets it while
+# the program runs, and the program checks it before every instruction, so it stops within one
+# instruction and returns the row it would have run next (slots 13-15 are the fault record).
+STOP_SLOT = 12
+ROW_SLOT = 11   # where a stopped program was: the row it did not run
+# fault code (L[15]) of a runtime loop over its budget: L[13] = the loop's index in
+# ``Generated.loops``, L[14] = the iterations it ran
+FAULT_LOOP_BUDGET = 6
+
 SPACES = {Memory.SHARED_HBM: 0, Memory.PRIVATE_HBM: 0, Memory.SBUF: 1, Memory.PSUM: 2}
 
 
@@ -49,6 +58,7 @@ class Generated:
     notes: dict = field(default_factory=dict)   # row -> what its runtime checks require
     # every HBM operand: (row, offset column, tensor id, element size), int64 (n, 4)
     hbm_slots: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
+    loops: list = field(default_factory=list)   # runtime loops: (SourceLoc or None, api)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -88,7 +98,9 @@ class _Emitter:
         self.notes: dict[int, str] = {}
         self.depth = 0            # enclosing IR loops: their slots are taken
         self.uses_registers = False
-        self.loops = 0            # runtime loops emitted (names their variables)
+        self.loops: list = []     # runtime loops emitted: (loc, api); names their variables
+        # iterations one run of a runtime loop may take before it faults (0: no budget)
+        self.loop_budget = int(dict(program.meta).get("loop_budget", 0))
         self.queued: list[int] = []   # plain rows not emitted yet (see ``flush``)
         self.hbm_slots: list[tuple[int, int, int, int]] = []
 
@@ -123,8 +135,13 @@ class _Emitter:
         if guard:    # oob_mode=skip: the instruction runs only when its registers are in range
             self.lines.append(f"{indent}if {guard}:")
             indent += "    "
+        self.call_row(str(k), indent, f"  # {self.origins[k]}")
+
+    def call_row(self, k: str, indent: str, comment: str = "") -> None:
+        """One instruction call site: the stop-word check, then the helper call."""
+        self.lines.append(f"{indent}if L[{STOP_SLOT}]: L[{ROW_SLOT}] = {k}; return {k}")
         self.lines.append(f"{indent}if run_instr(ADDR, H, S, PS, IT, FT, {k}, L):"
-                          f" return {k}  # {self.origins[k]}")
+                          f" return {k}{comment}")
 
     def flush(self, indent: str) -> None:
         """Emit the queued rows. Consecutive rows run as one ``for k in range(a, b)`` loop
@@ -134,13 +151,11 @@ class _Emitter:
         origin stays as a comment above the loop."""
         rows, self.queued = self.queued, []
         if len(rows) == 1:
-            k = rows[0]
-            self.lines.append(f"{indent}if run_instr(ADDR, H, S, PS, IT, FT, {k}, L):"
-                              f" return {k}  # {self.origins[k]}")
+            self.call_row(str(rows[0]), indent, f"  # {self.origins[rows[0]]}")
         elif rows:
             self.lines.extend(f"{indent}# {k}: {self.origins[k]}" for k in rows)
             self.lines.append(f"{indent}for k in range({rows[0]}, {rows[-1] + 1}):")
-            self.lines.append(f"{indent}    if run_instr(ADDR, H, S, PS, IT, FT, k, L): return k")
+            self.call_row("k", indent + "    ")
 
     def _dynamic(self, ins: Instr, k: int, indent: str) -> tuple[Instr, list[str], str]:
         """Registers that move operands: load each into a free loop slot of ``L`` (the
@@ -179,25 +194,40 @@ class _Emitter:
     def dyn_loop(self, s, indent: str) -> None:
         """A runtime loop over register values (the body was traced once)."""
         self.uses_registers = True
+        n = len(self.loops)
+        self.loops.append((s.loc, s.api))
         where = f"  # {s.loc.short} {s.api}" if s.loc else f"  # {s.api}"
         inner = indent + "    "
+        if self.loop_budget:
+            self.lines.append(f"{indent}c{n} = 0")
         if isinstance(s, DynFor):
-            v = f"v{self.loops}"
-            self.loops += 1
-            self.lines.append(f"{indent}for {v} in range({_val(s.start)}, {_val(s.stop)}, "
+            self.lines.append(f"{indent}for v{n} in range({_val(s.start)}, {_val(s.stop)}, "
                               f"{s.step}):{where}")
-            self.lines.append(f"{inner}R[{s.var.id}] = {v}")
+            self.count_trip(n, inner)
+            self.lines.append(f"{inner}R[{s.var.id}] = v{n}")
             self.body(s.body, inner)
             return
         test = s.var if s.var is not None else s.cond
         if s.var is not None:
             self.lines.append(f"{indent}R[{s.var.id}] = R[{s.cond.id}]")
         self.lines.append(f"{indent}while R[{test.id}] != 0:{where}")
-        if not s.body and s.var is None:
-            self.lines.append(f"{inner}pass")
+        self.count_trip(n, inner)
+        if not s.body and s.var is None:   # nothing in it checks the stop word: check here
+            row = max(len(self.rows) - 1, 0)
+            self.lines.append(f"{inner}if L[{STOP_SLOT}]: L[{ROW_SLOT}] = {row}; return {row}")
         self.body(s.body, inner)
         if s.var is not None:
             self.lines.append(f"{inner}R[{s.var.id}] = R[{s.next_cond.id}]")
+
+    def count_trip(self, n: int, indent: str) -> None:
+        """Under a loop budget: count this run's iterations of runtime loop ``n`` and fault
+        past the budget (the fault names the loop; the row returned is not used)."""
+        if not self.loop_budget:
+            return
+        self.lines.append(f"{indent}c{n} = c{n} + 1")
+        self.lines.append(f"{indent}if c{n} > {self.loop_budget}:")
+        self.lines.append(f"{indent}    L[13] = {n}; L[14] = c{n} - 1; "
+                          f"L[15] = {FAULT_LOOP_BUDGET}; return 0")
 
     def body(self, stmts, indent: str) -> None:
         for s in stmts:
@@ -235,7 +265,7 @@ def generate(program: Program) -> Generated:
     frows = np.stack(em.frows) if em.frows else np.zeros((1, NF), np.float64)
     slots = np.array(em.hbm_slots, np.int64).reshape(-1, 4)
     return Generated(fname, "\n".join(header + em.lines) + "\n", rows, frows,
-                     em.origins, em.locs, em.helpers, em.notes, slots)
+                     em.origins, em.locs, em.helpers, em.notes, slots, em.loops)
 
 
 def _val(v: int | Reg) -> str:

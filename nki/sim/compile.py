@@ -30,6 +30,7 @@ from llvmlite import binding as ll
 from llvmlite import ir
 
 from nki.sim import objcache
+from nki.sim.codegen import STOP_SLOT
 from nki.sim.emit.control import register_file_source
 from nki.sim.helpers.registry import NLOOPVARS
 from nki.sim.layout import NF, ROW
@@ -317,6 +318,8 @@ class _Translator:
         if isinstance(e, ast.Name) and e.id in self.locals:
             return self.b.load(self.locals[e.id])
         if isinstance(e, ast.Subscript):
+            if _is_stop_word(e):   # written by another thread: a relaxed atomic load,
+                return self.b.load_atomic(self.element(e), "monotonic", 8)   # never hoisted
             return self.b.load(self.element(e))
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
             return self.b.neg(self.expr(e.operand))
@@ -373,6 +376,11 @@ class _Translator:
         helper = b.inttoptr(b.load(b.gep(a["ADDR"], [b.load(irow)])), _HELPER_TYPE.as_pointer())
         return b.call(helper, [a["H"], a["HN"], a["S"], a["SN"], a["PS"], a["PN"], irow,
                                frow, a["L"]])
+
+
+def _is_stop_word(e: ast.Subscript) -> bool:
+    return (isinstance(e.value, ast.Name) and e.value.id == "L"
+            and isinstance(e.slice, ast.Constant) and e.slice.value == STOP_SLOT)
 
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul"}

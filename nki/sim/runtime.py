@@ -7,6 +7,7 @@ is filled with 0xFF bytes, a NaN in every float format, so reading never-written
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ import numpy as np
 from nki.errors import NkiRuntimeError, fail
 from nki.ir.target import Target
 from nki.ir.types import Memory
-from nki.sim.codegen import Generated
+from nki.sim import interrupt
+from nki.sim.codegen import FAULT_LOOP_BUDGET, ROW_SLOT, STOP_SLOT, Generated
 from nki.sim.emit import collectives as host
 from nki.sim.emit import rng
 from nki.sim.helpers.registry import NLOOPVARS, addresses, python_impls
@@ -51,6 +53,7 @@ def _python_runner():
     impls = python_impls()
 
     def run_instr_py(ADDR, H, S, PS, IT, FT, k, L):
+        L[ROW_SLOT] = k
         return impls[IT[k, 0]](H, S, PS, IT[k], FT[k], L)
 
     return run_instr_py
@@ -107,44 +110,76 @@ def _exec_source(g: Generated, run_instr):
     return ns[g.name]
 
 
-_ARENAS = threading.local()
-
-
-def on_chip_arenas(target: Target, core: int) -> tuple[np.ndarray, np.ndarray]:
-    """This thread's SBUF and PSUM arenas for ``core``, reused across calls.
+class _ArenaPool:
+    """SBUF and PSUM arenas by (target, core), each handed to one run at a time and kept for
+    the next: allocating and filling 34 MB per call would cost more than many kernels.
 
     They are not cleared: every read of a never-written byte was found while tracing and is
-    preceded by an explicit fill (the NaN/4 sentinel), so stale bytes are never observable.
-    Allocating and filling 34 MB per call would cost more than many kernels."""
-    cache = getattr(_ARENAS, "by_key", None)
-    if cache is None:
-        cache = _ARENAS.by_key = {}
-    key = (target.name, core)
-    if key not in cache:
-        sbuf = np.full(target.sbuf_partitions * target.arena_pitch(Memory.SBUF), 0xFF,
-                       np.uint8)
-        psum = np.full(target.sbuf_partitions * target.arena_pitch(Memory.PSUM) + STATE_BYTES,
-                       0xFF, np.uint8)
-        cache[key] = (sbuf, psum)
-    sbuf, psum = cache[key]
-    psum[-STATE_BYTES:] = 0  # engine registers and RNG state start at zero in every run
-    return sbuf, psum
+    preceded by an explicit fill (the NaN/4 sentinel), so stale bytes are never observable."""
+
+    def __init__(self):
+        self._free: dict[tuple[str, int], list] = {}
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def take(self, target: Target, core: int):
+        key = (target.name, core)
+        with self._lock:
+            free = self._free.setdefault(key, [])
+            arenas = free.pop() if free else None
+        if arenas is None:
+            arenas = (np.full(target.sbuf_partitions * target.arena_pitch(Memory.SBUF), 0xFF,
+                              np.uint8),
+                      np.full(target.sbuf_partitions * target.arena_pitch(Memory.PSUM)
+                              + STATE_BYTES, 0xFF, np.uint8))
+        arenas[1][-STATE_BYTES:] = 0  # engine registers and RNG state start at zero per run
+        try:
+            yield arenas
+        finally:
+            with self._lock:
+                self._free[key].append(arenas)
 
 
-def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, core: int,
+_ARENAS = _ArenaPool()
+_POLL_S = 0.05
+
+
+@dataclass
+class _CoreRun:
+    """One core's run: its loop-variable array (``L``, whose stop word another thread may
+    set) and how it ended."""
+
+    exe: Executable
+    core: int
+    loopvars: np.ndarray = field(default_factory=lambda: np.zeros(NLOOPVARS, np.int64))
+    status: int = -1
+    returned: bool = False          # the program returned (normally or with a fault)
+    interrupted: bool = False
+    # set when the run ends: waited on instead of Thread.join, which Python 3.11 marks as
+    # stopped when a KeyboardInterrupt lands in it while the thread still runs
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def _run_core(run: _CoreRun, hbm: np.ndarray, target: Target, errors: list,
               launch: host.Launch):
+    exe, core, loopvars = run.exe, run.core, run.loopvars
     try:
-        sbuf, psum = on_chip_arenas(target, core)
-        loopvars = np.zeros(NLOOPVARS, np.int64)
         g = exe.generated
         table = g.int_table if exe.table is None else exe.table
-        with host.running(launch, core, g, table) as ctx:
+        with _ARENAS.take(target, core) as (sbuf, psum), \
+                host.running(launch, core, g, table) as ctx:
             t0 = time.perf_counter()
             status = exe.fn(exe.addr, hbm, sbuf, psum, table, g.float_table, loopvars)
+            run.returned = True
             if exe.profile is not None:
                 exe.profile.wall += time.perf_counter() - t0
-        if status >= 0 and ctx.pending is not None:   # a host call failed: its own error
+        run.status = status
+        if status >= 0 and loopvars[STOP_SLOT]:
+            run.interrupted = True
+        elif status >= 0 and ctx.pending is not None:   # a host call failed: its own error
             errors.append(ctx.pending)
+        elif status >= 0 and loopvars[NLOOPVARS - 1] == FAULT_LOOP_BUDGET:
+            errors.append(_over_budget(core, g, loopvars))
         elif status >= 0:
             code = int(loopvars[NLOOPVARS - 1]) or 1
             errors.append(fail("nki_runtime_out_of_bounds",
@@ -152,24 +187,69 @@ def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, co
                                f"{g.origins[status]}", g.locs[status], NkiRuntimeError))
     except Exception as e:  # re-raised on the calling thread
         errors.append(e)
+    finally:
+        run.done.set()
+
+
+def _over_budget(core: int, g: Generated, loopvars: np.ndarray) -> NkiRuntimeError:
+    loc, api = g.loops[int(loopvars[13])]
+    trips = int(loopvars[14])
+    return fail("nki_loop_budget_exceeded", f"core {core}: {api} ran {trips} iterations, the "
+                f"loop budget (nki.jit(loop_budget=...) / NKI_LOOP_BUDGET), and would run "
+                "more", loc, NkiRuntimeError)
 
 
 def run_cores(exes: list[Executable], hbm: np.ndarray, target: Target) -> None:
-    """Run one program per core over a shared HBM; cores run concurrently (nogil code)."""
+    """Run one program per core over a shared HBM; cores run concurrently (nogil code):
+    core 0 on the calling thread, the others in threads.
+
+    Ctrl-C stops a run within one instruction (nki/sim/interrupt.py) and raises
+    KeyboardInterrupt naming the instruction each core was about to run."""
     for exe in exes:
         exe.prepare()
     errors: list = []
     launch = host.Launch(len(exes))
-    if len(exes) == 1:
-        _run_core(exes[0], hbm, target, errors, 0, launch)
-    else:
-        threads = [threading.Thread(target=_run_core, args=(e, hbm, target, errors, i, launch))
-                   for i, e in enumerate(exes)]
+    runs = [_CoreRun(exe, i) for i, exe in enumerate(exes)]
+    threads = [threading.Thread(target=_run_core, args=(r, hbm, target, errors, launch),
+                                name=f"nki-core-{r.core}", daemon=True) for r in runs[1:]]
+    signalled = False
+    with interrupt.watching([r.loopvars for r in runs]):
         for t in threads:
             t.start()
-        for t in threads:
-            t.join()
+        try:
+            _run_core(runs[0], hbm, target, errors, launch)
+            for r in runs[1:]:
+                # short waits: Python runs a signal's handler only when the main thread is
+                # back in its eval loop, which a wait without timeout may not be for long
+                while not r.done.wait(_POLL_S):
+                    pass
+        except KeyboardInterrupt:
+            signalled = True
+            interrupt.stop([r.loopvars for r in runs])
+            launch.abort("interrupted (KeyboardInterrupt)")
+            for r in runs:
+                r.done.wait()
+    for r in runs:
+        if r.loopvars[STOP_SLOT] and (not r.returned or r.interrupted):
+            r.interrupted, r.status = True, int(r.loopvars[ROW_SLOT])
+    if signalled or any(r.interrupted for r in runs):
+        raise KeyboardInterrupt(_interrupted_text(runs)) from None
     if errors:
         # a core's own fault first: a peer's "waits forever" is its consequence
         errors.sort(key=lambda e: getattr(e, "code", "") == "nki_collective_deadlock")
         raise errors[0]
+
+
+def _interrupted_text(runs: list[_CoreRun]) -> str:
+    """Where each core stopped: the instruction it was about to run, and its source line."""
+    lines = ["nki kernel interrupted (Ctrl-C)"]
+    for r in runs:
+        g = r.exe.generated
+        if r.interrupted and 0 <= r.status < len(g.origins):
+            loc = g.locs[r.status]
+            lines.append(f"  core {r.core} stopped before {g.origins[r.status]}")
+            if loc is not None and loc.source_line():
+                lines.append(f"    {loc.source_line()}")
+        elif r.status < 0:
+            lines.append(f"  core {r.core} had finished")
+    return "\n".join(lines)

@@ -194,6 +194,12 @@ class Launch:
             self.finished[core] = True
             self.cond.notify_all()
 
+    def abort(self, reason: str) -> None:
+        """End every wait of this launch (Ctrl-C): waiting cores return with ``reason``."""
+        with self.cond:
+            self.broken = self.broken or reason
+            self.cond.notify_all()
+
     # ----- waiting with deadlock detection -------------------------------------------------
     def wait(self, core: int, text: str, ready: Callable, loc):
         """Block until ``ready()`` returns non-None; raise if that can never happen.
