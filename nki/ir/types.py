@@ -9,8 +9,8 @@ the fp8 formats as uint8) because Numba knows neither ml_dtypes nor float16.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
+import ml_dtypes  # noqa: F401 - registers bfloat16/fp8 names with numpy (np.dtype(nl.bfloat16))
 import numpy as np
 
 
@@ -23,12 +23,18 @@ class Kind(enum.Enum):
     BOOL = "bool"
 
 
-@dataclass(frozen=True)
-class DType:
-    """One NKI scalar type.
+class DType(str):
+    """One NKI scalar type: the string of its NKI name, with the facts the simulator needs.
+
+    Since NKI 0.6 AWS's dtypes *are* strings (``nl.float32 == "float32"``), and kernels and
+    test suites rely on it: they compare with names, format them, and hand them to numpy
+    (``np.zeros(s, dtype=nl.bfloat16)``: numpy reads the name, ml_dtypes defines bf16/fp8).
+    ``dataclasses.asdict`` of a config holding one must leave it alone, as it leaves a
+    string (nki-library's test configs do that). One instance per type: pickling and copying
+    give the same object back.
 
     Attributes:
-        name: the NKI spelling (``"bfloat16"``).
+        name: the NKI spelling (``"bfloat16"``), also the string's value.
         code: small integer used by generated code and helpers.
         itemsize: bytes per element in simulated memory.
         storage: numpy dtype string of the stored bits.
@@ -42,8 +48,27 @@ class DType:
     itemsize: int
     storage: str
     kind: Kind
-    ml_name: str | None = None
-    packed: int = 1
+    ml_name: str | None
+    packed: int
+
+    def __new__(cls, name: str, code: int, itemsize: int, storage: str, kind: Kind,
+                ml_name: str | None = None, packed: int = 1):
+        self = super().__new__(cls, name)
+        self.__dict__.update(name=name, code=code, itemsize=itemsize, storage=storage,
+                             kind=kind, ml_name=ml_name, packed=packed)
+        return self
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"DType {self.name} is immutable")
+
+    def __reduce__(self):
+        return (_dtype_named, (self.name,))
+
+    def __copy__(self) -> DType:
+        return self
+
+    def __deepcopy__(self, memo) -> DType:
+        return self
 
     @property
     def is_float(self) -> bool:
@@ -70,15 +95,13 @@ class DType:
             return np.dtype(np.bool_)
         return np.dtype(self.storage if self.name != "float16" else np.float16)
 
-    @property
-    def dtype(self) -> np.dtype:
-        """The host numpy dtype, so that numpy accepts an NKI dtype wherever it takes one
-        (``np.zeros(shape, dtype=nl.bfloat16)``, ``np.issubdtype(nl.int32, np.integer)``), as
-        it accepts AWS's dtype names."""
-        return self.host_dtype()
-
     def __repr__(self) -> str:
         return self.name
+
+
+def _dtype_named(name: str) -> DType:
+    """The one instance of the dtype ``name`` (how a pickled DType comes back)."""
+    return BY_NAME[name]
 
 
 def _d(name, code, size, storage, kind, ml=None, packed=1) -> DType:
@@ -117,7 +140,7 @@ BY_NAME["bool"] = BOOL
 # ``nki.dtype`` is this class, and nki-library also reads it as the module of dtypes
 # (``import nki.dtype as nt; nt.float8_e4m3``): each dtype is a class attribute too.
 for _d_ in ALL_DTYPES:
-    setattr(DType, _d_.name, _d_)
+    type.__setattr__(DType, _d_.name, _d_)
 del _d_
 
 

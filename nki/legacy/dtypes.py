@@ -41,6 +41,13 @@ class LegacyDType(DType):
     def __repr__(self) -> str:
         return self.name
 
+    def __reduce__(self):
+        return (_legacy_named, (self.name,))
+
+
+def _legacy_named(name: str) -> LegacyDType:
+    return legacy_dtype(BY_NAME[name])
+
 
 _LEGACY: dict[str, LegacyDType] = {}
 

@@ -38,8 +38,11 @@ SPACE_HBM, SPACE_SBUF, SPACE_PSUM = 0, 1, 2
 
 # Engine state that persists between instructions lives after the 128 PSUM partitions, in
 # the PSUM arena (byte offsets): the Scalar engine's 128 fp32 reduce registers (shared by
-# activation/activation_reduce) and the Vector engine's 128 fp32 accumulators.
-REGS_BYTES = 4096
+# activation/activation_reduce) and the Vector engine's 128 fp32 accumulators at its start,
+# then one byte per accumulator lane saying whether a run wrote it (scalar lanes, then vector
+# lanes), the virtual register file (nki/sim/emit/control.py: 4096 int64 slots) towards its end.
+REGS_BYTES = 1024 + 256 + 8 * 4096 + 1024
+ACC_WRITTEN_FROM_END = REGS_BYTES - 1024       # PS[-ACC_WRITTEN_FROM_END:][:256]
 
 
 # offsets inside an operand record

@@ -19,8 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 FAKES = {"neuronxcc": "AWS neuronx-cc", "torch_neuronx": "AWS torch-neuronx"}
 
 
-def _run(*cmd, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+def _run(*cmd, cwd="/") -> subprocess.CompletedProcess:
+    """Run a command outside the checkout and without PYTHONPATH, which would show pip the
+    checkout's own egg-info as an installed nki."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,8 @@ def wheel(tmp_path_factory) -> Path:
 @pytest.fixture
 def venv(tmp_path) -> tuple[Path, Path]:
     """A venv whose site-packages holds the fakes first and sees this venv's dependencies
-    (numpy, numba, ...) through a plain path line, which adds no installed nki."""
+    (numpy, numba, ...) through a plain path line to a folder of links to them: every entry of
+    this venv's site-packages but its own nki, which pip would otherwise see as installed."""
     root = tmp_path / "venv"
     _run(sys.executable, "-m", "venv", "--without-pip", str(root))
     python = root / "bin" / "python"
@@ -44,7 +48,12 @@ def venv(tmp_path) -> tuple[Path, Path]:
     for name, owner in FAKES.items():
         (site / name).mkdir()
         (site / name / "__init__.py").write_text(f"OWNER = {owner!r}\n")
-    (site / "zz-deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not entry.name.startswith(("nki", "__editable__", "_nki")):
+            (deps / entry.name).symlink_to(entry)
+    (site / "zz-deps.pth").write_text(f"{deps}\n")
     return python, site
 
 
@@ -58,8 +67,7 @@ def _probe(python: Path) -> str:
         print(neuronxcc.OWNER, "|", torch_neuronx.OWNER, "|", nki_cpu_simulator.nki is nki,
               "|", nki.legacy.jit.__module__, "|", [str(w.message) for w in caught])
     """)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return _run(str(python), "-c", code, cwd="/", env=env).stdout.strip()
+    return _run(str(python), "-c", code).stdout.strip()
 
 
 def test_aws_packages_win_and_survive_our_uninstall(wheel, venv):
@@ -88,5 +96,4 @@ def test_our_names_answer_when_aws_is_absent(wheel, venv):
          str(wheel))
     code = ("import neuronxcc.nki as n, nki.legacy, neuron_dtypes, nki.host_dtypes; "
             "print(n is nki.legacy, neuron_dtypes is nki.host_dtypes)")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    assert _run(str(python), "-c", code, cwd="/", env=env).stdout.split() == ["True", "True"]
+    assert _run(str(python), "-c", code).stdout.split() == ["True", "True"]

@@ -301,3 +301,30 @@ def test_nested_runtime_loops(backend):
         expect = expect + x[i]
         expect = expect + x[i]
     np.testing.assert_array_equal(out, expect)
+
+
+def _many_runtime_loops(x, n_loops):
+    """One nl.fori_loop per output row, each adding 1.0 row+1 times: n_loops registers."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    row = nl.ndarray((1, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    for r in range(n_loops):
+        nisa.dma_copy(dst=row, src=x[r:r + 1, :])
+        nl.fori_loop(0, r + 1, lambda i: nisa.tensor_scalar(dst=row, data=row, op0=nl.add,
+                                                            operand0=1.0))
+        nisa.dma_copy(dst=out[r:r + 1, :], src=row)
+    return out
+
+
+def test_hundreds_of_virtual_registers(backend):
+    """NKI's registers are virtual: nki-library's context-parallel attention allocates more
+    than 128 (one per runtime loop here: 300)."""
+    x = np.random.default_rng(3).standard_normal((300, 8)).astype(np.float32)
+    out = nki.jit(_many_runtime_loops, backend=backend)(x, 300)
+    np.testing.assert_array_equal(out, x + np.arange(1, 301, dtype=np.float32)[:, None])
+
+
+def test_register_limit_matches_the_register_file():
+    from nki.lang.control import MAX_REGISTERS
+    from nki.sim.emit.control import NUM_REGS
+
+    assert MAX_REGISTERS == NUM_REGS

@@ -19,8 +19,11 @@ from nki.sim.helpers.memory import load_i64, store_i64
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import REGS_BYTES, operand_base
 
-NUM_REGS = 128
-REG_FILE_FROM_END = 2048
+# NKI's registers are virtual (the compiler maps them onto each engine's 64 physical ones,
+# nki.isa.register_alloc's docs): kernels allocate many, one per runtime loop at least, and
+# nki-library's context-parallel attention more than 128
+NUM_REGS = 4096
+REG_FILE_FROM_END = 1024 + 8 * NUM_REGS
 OP0 = operand_base(0)
 MOVE_IMM, MOVE_REG, LOAD, STORE = 0, 1, 2, 3
 
