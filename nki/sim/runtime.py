@@ -110,8 +110,13 @@ def _exec_source(g: Generated, run_instr):
 _ARENAS = threading.local()
 
 
-def on_chip_arenas(target: Target, core: int) -> tuple[np.ndarray, np.ndarray]:
+def on_chip_arenas(target: Target, core: int, sbuf_rows: int = 0
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """This thread's SBUF and PSUM arenas for ``core``, reused across calls.
+
+    ``sbuf_rows``: partitions the SBUF arena must have (0 = the target's); a program with
+    tensors placed in overflow pages (spilled or unpackable tiles) needs more, and the arena
+    grows to its size.
 
     They are not cleared: every read of a never-written byte was found while tracing and is
     preceded by an explicit fill (the NaN/4 sentinel), so stale bytes are never observable.
@@ -120,9 +125,10 @@ def on_chip_arenas(target: Target, core: int) -> tuple[np.ndarray, np.ndarray]:
     if cache is None:
         cache = _ARENAS.by_key = {}
     key = (target.name, core)
-    if key not in cache:
-        sbuf = np.full(target.sbuf_partitions * target.arena_pitch(Memory.SBUF), 0xFF,
-                       np.uint8)
+    rows = max(sbuf_rows, target.sbuf_partitions)
+    pitch = target.arena_pitch(Memory.SBUF)
+    if key not in cache or cache[key][0].size < rows * pitch:
+        sbuf = np.full(rows * pitch, 0xFF, np.uint8)
         psum = np.full(target.sbuf_partitions * target.arena_pitch(Memory.PSUM) + STATE_BYTES,
                        0xFF, np.uint8)
         cache[key] = (sbuf, psum)
@@ -134,7 +140,7 @@ def on_chip_arenas(target: Target, core: int) -> tuple[np.ndarray, np.ndarray]:
 def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, core: int,
               launch: host.Launch):
     try:
-        sbuf, psum = on_chip_arenas(target, core)
+        sbuf, psum = on_chip_arenas(target, core, exe.generated.sbuf_rows)
         loopvars = np.zeros(NLOOPVARS, np.int64)
         g = exe.generated
         table = g.int_table if exe.table is None else exe.table
