@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nki.ir.intervals import union
+
 
 def _runs(layout, total: int) -> tuple[np.ndarray, np.ndarray]:
     """The byte intervals a ``Trace._layout`` triple touches (None: ``[0, total)``), merged."""
@@ -30,27 +32,14 @@ def _runs(layout, total: int) -> tuple[np.ndarray, np.ndarray]:
     starts = np.array([base], np.int64)
     for offsets in outer:
         starts = (starts[:, None] + offsets[None, :]).reshape(-1)
-    return _merge(starts, starts + run)
-
-
-def _merge(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as sorted, disjoint, non-touching ``[start, end)`` pairs."""
-    if len(starts) <= 1:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    first = np.ones(len(starts), bool)
-    first[1:] = starts[1:] > reach[:-1]
-    heads = np.flatnonzero(first)
-    return starts[heads], np.maximum.reduceat(ends, heads)
+    return union(starts, starts + run)
 
 
 class ByteRuns:
     """Written bytes of a ``(1, nbytes)`` tensor as intervals; ``ByteFlags``'s interface.
 
     Example:
-        >>> r = ByteRuns((1, 64))
+        >>> r = ByteRuns((1, 128))
         >>> r.set((0, (16, 4), (4, 1)), True)
         >>> r.state(None), r.state((0, (8, 4), (4, 1)))
         ('some', 'all')
@@ -70,14 +59,14 @@ class ByteRuns:
     def set(self, layout, value: bool) -> None:
         s, e = _runs(layout, self._total)
         if value:
-            self.starts, self.ends = _merge(np.concatenate([self.starts, s]),
+            self.starts, self.ends = union(np.concatenate([self.starts, s]),
                                             np.concatenate([self.ends, e]))
             return
         # clear: keep the pieces of each interval outside every cleared run
         cuts = np.unique(np.concatenate([self.starts, self.ends, s, e]))
         lo, hi = cuts[:-1], cuts[1:]
         inside = _covering(self.starts, self.ends, lo) & ~_covering(s, e, lo)
-        self.starts, self.ends = _merge(lo[inside], hi[inside])
+        self.starts, self.ends = union(lo[inside], hi[inside])
 
     def state(self, layout) -> str:
         """``"all"``, ``"some"`` or ``"none"`` of the bytes under ``layout`` written."""
