@@ -61,7 +61,9 @@ class Spill:
     """One SBUF tensor a compiler keeps in HBM scratch between some of its uses.
 
     ``stores`` are the instructions after which its bytes are copied to HBM (only when it
-    was written since the last store), ``reloads`` those before which they are copied back.
+    was written since the last store), ``reloads`` those before which they are copied back
+    (before every use after a spilled gap, also one that overwrites the whole tile: an upper
+    bound on the DMAs).
 
     Example:
         >>> s.dma_bytes == s.transfer_bytes * (len(s.stores) + len(s.reloads))  # doctest: +SKIP
