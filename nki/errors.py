@@ -94,6 +94,10 @@ CATALOG: dict[str, str] = {
     "nki_engine_memory_rule": "the engine cannot access this memory",
     "nki_sbuf_capacity_exceeded": "live SBUF tensors exceed the SBUF capacity",
     "nki_psum_capacity_exceeded": "live PSUM tensors exceed the PSUM capacity",
+    "nki_sbuf_spill": "live SBUF tensors exceed the SBUF capacity; the compiler spills some "
+    "to HBM between their uses and reloads them",
+    "nki_sbuf_fragmented": "the live SBUF tensors fit the capacity, but our placement could "
+    "not pack them",
     "nki_misaligned_address": "the address is not aligned for the tensor's dtype",
     "nki_uninitialized_read": "an instruction reads on-chip memory that was never written",
     "nki_runtime_out_of_bounds": "a dynamic access is out of bounds",
@@ -170,6 +174,22 @@ class NkiRaceWarning(UserWarning):
     """Two LNC cores write the same shared HBM bytes with nothing ordering the writes. The
     result is whichever write lands last: defined only when both write the same values,
     which real kernels rely on (``check_races=True`` makes it an error)."""
+
+
+class NkiCapacityWarning(UserWarning):
+    """Live on-chip tensors fit only with help: the compiler spills (``NkiSpillWarning``) or
+    our packing fragments (``NkiFragmentationWarning``). Values stay exact either way."""
+
+
+class NkiSpillWarning(NkiCapacityWarning):
+    """More SBUF bytes are live than the target has, and the allocator in use spills (as
+    neuronx-cc does): the named tensors go to an HBM scratch region between their uses, at the
+    cost of the store and reload DMAs (recorded for the cost model, nki/jit/capacity.py)."""
+
+
+class NkiFragmentationWarning(NkiCapacityWarning):
+    """The live SBUF bytes fit, but our first-fit placement (and its fallback) could not pack
+    the named tensors; a compiler with another packing may fit them, or may fail as ours did."""
 
 
 def fail(code: str, detail: str, loc: SourceLoc | None = None,

@@ -1,121 +1,43 @@
-"""Placement: give every tensor an address, and check that what is live fits.
+"""Placement: give every tensor an address.
 
 Runs on the traced program before rerolling, when every tensor instance and every use is
-explicit, so liveness is exact: a tensor is live from its first to its last use in program
-order. SBUF tensors get (partition 0, byte offset) by first fit; PSUM tensors are placed
-inside a single 2 KiB bank; HBM tensors are laid out one after another in the HBM arena.
-First fit over a free list is deterministic, so a tile allocated in every iteration of a loop
-lands at the same address each time, which is what lets the reroll pass fold the loop.
+explicit (liveness: nki/jit/liveness.py). Whether what is live fits is decided apart, by
+nki/jit/capacity.py, on exact live ranges; this module only packs:
+
+* SBUF and PSUM tensors get (partition 0, byte offset) by first fit over our placement's
+  live ranges, PSUM ones inside a single 2 KiB bank. First fit over a free list is
+  deterministic, so a tile allocated in every iteration of a loop lands at the same address
+  each time, which is what lets the reroll pass fold the loop.
+* When first fit fails, it is retried on exact live ranges (first to last use, as NKI's
+  linear allocator frees a tile after its last read); first fit still gives a tile the same
+  address in iterations that look alike, so loops mostly still fold.
+* SBUF tensors the capacity check spilled, and SBUF tensors neither packing could place
+  (fragmentation: ``NkiFragmentationWarning``), are simulated in overflow pages: copies of
+  the SBUF's 128 partitions laid after it in the simulator's arena (partitions 128..255,
+  256..383, ...), so every instruction reads them as usual and values stay exact. A PSUM
+  tensor that cannot be placed is an error (PSUM spills are not modelled).
+* HBM tensors are laid out one after another in the HBM arena.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import heapq
+import warnings
+from dataclasses import replace
 
-from nki.errors import NkiCapacityError, fail
-from nki.ir.nodes import DYN_LOOPS, Instr, Program, RecordedLoop, TensorDecl
+from nki.errors import NkiCapacityError, NkiError, NkiFragmentationWarning, fail
+from nki.ir.nodes import Program, TensorDecl
 from nki.ir.target import Target
 from nki.ir.types import Memory
+from nki.jit.capacity import META_KEY, check_capacity
+from nki.jit.liveness import exact_ranges, live_ranges, walk_program
+from nki.jit.races import tensor_name
 
 HBM_ALIGN = 64
 SBUF_ALIGN = 4
+ROWS_KEY = "sbuf_rows"   # meta: partitions of the simulated SBUF arena, overflow pages included
 
-
-Frame = tuple[tuple[int, int], ...]   # the (loop, iteration) pairs around a statement
-
-
-@dataclass
-class _Walk:
-    """What one pass over the unrolled trace learns, by instruction index (program order)."""
-
-    uses: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> first, last use
-    frames: list[Frame] = field(default_factory=list)               # per instruction
-    spans: list[list[int]] = field(default_factory=list)            # per loop: first, last
-    dyn: set[int] = field(default_factory=set)                      # runtime loops
-    born: dict[int, tuple[Frame, int]] = field(default_factory=dict)
-    """tid -> (frame it was created in, last instruction of that iteration) for tensors
-    created inside a recorded loop (``RecordedLoop.tensors``); the rest were created outside
-    every recorded loop."""
-
-    def visit(self, stmts, frame: Frame) -> None:
-        for stmt in stmts:
-            if isinstance(stmt, (RecordedLoop, *DYN_LOOPS)):
-                loop = len(self.spans)
-                self.spans.append([len(self.frames), len(self.frames)])
-                if isinstance(stmt, RecordedLoop):
-                    for k, body in enumerate(stmt.iterations):
-                        self.visit(body, frame + ((loop, k),))
-                        made = stmt.tensors[k] if k < len(stmt.tensors) else ()
-                        for tid in made:
-                            self.born[tid] = (frame + ((loop, k),), len(self.frames) - 1)
-                else:
-                    self.dyn.add(loop)
-                    self.visit(stmt.body, frame + ((loop, 0),))
-                self.spans[loop][1] = len(self.frames) - 1
-            elif isinstance(stmt, Instr):
-                index = len(self.frames)
-                for _, acc, _ in stmt.accesses():
-                    lo, hi = self.uses.get(acc.tensor, (index, index))
-                    self.uses[acc.tensor] = (min(lo, index), max(hi, index))
-                self.frames.append(frame)
-
-
-def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
-    """First and last statement index (in unrolled order) during which each tensor is live.
-
-    A tensor is live from its first to its last use, with two exceptions, both about loops:
-
-    * A tensor used inside a loop that it was created before stays live for that whole loop
-      (as a compiler keeps a loop-invariant value): freeing it after its last use, or
-      placing it only at its first use, would share its bytes with tiles of other
-      iterations. Those iterations would then be laid out differently (and could not be
-      folded), and the iterations of an ``affine_range``, which may run in parallel, would
-      write the same bytes. What matters is where the tensor was *created*, which may be
-      an earlier loop than its first use (a tile made in one loop and first written in the
-      next): such a tensor is live from its creation.
-    * A runtime loop (``DynFor``/``DynWhile``) was traced once but runs many times: every
-      tensor its body touches is live for the whole loop, so no two of them share bytes."""
-    walk = _Walk()
-    walk.visit(program.body, ())
-    made_by = _creation_bounds(walk.uses)
-    ranges = {}
-    for tid, (lo, hi) in walk.uses.items():
-        born, it_end = walk.born.get(tid, ((), lo))
-        if born != walk.frames[lo]:        # created in another iteration or outside a loop
-            lo = min(lo, made_by[tid], it_end, _entry_of(walk, born, walk.frames[lo]))
-            lo = max(lo, 0)
-        for loop, _ in walk.frames[lo] + walk.frames[hi]:
-            if loop in walk.dyn:
-                lo, hi = min(lo, walk.spans[loop][0]), max(hi, walk.spans[loop][1])
-        outer = {loop for loop, _ in born}
-        for loop, _ in walk.frames[hi]:
-            if loop not in outer:          # created before this loop: live to its end
-                hi = max(hi, walk.spans[loop][1])
-        ranges[tid] = (lo, hi)
-    return ranges
-
-
-def _creation_bounds(uses: dict[int, tuple[int, int]]) -> dict[int, int]:
-    """An upper bound on where each tensor was created: the trace numbers tensors in
-    creation order, so a tensor exists before any later-numbered tensor is first used."""
-    bounds, soonest = {}, None
-    for tid in sorted(uses, reverse=True):
-        first = uses[tid][0]
-        soonest = first if soonest is None else min(soonest, first)
-        bounds[tid] = soonest
-    return bounds
-
-
-def _entry_of(walk: _Walk, born: Frame, used: Frame) -> int:
-    """The first instruction of the outermost loop around ``used`` that the tensor was
-    created outside of, else a large number. (Created in an earlier iteration of a loop
-    around ``used``: the end of that iteration bounds the creation better.)"""
-    common = 0
-    while common < min(len(born), len(used)) and born[common] == used[common]:
-        common += 1
-    if common == len(used) or (common < len(born) and born[common][0] == used[common][0]):
-        return len(walk.frames)
-    return walk.spans[used[common][0]][0]
+Ranges = dict[int, tuple[int, int]]
 
 
 class _FreeList:
@@ -124,33 +46,29 @@ class _FreeList:
     def __init__(self, size: int):
         self.free = [(0, size)]
 
-    def take(self, nbytes: int, align: int, limit_in_bank: int = 0) -> int | None:
+    def take(self, nbytes: int, align: int, bank: int = 0,
+             avoid: list[tuple[int, int]] = ()) -> int | None:
+        """The lowest aligned start of ``nbytes`` free bytes that stay inside one ``bank``
+        (when given; a tile larger than a bank starts on a bank boundary instead) and
+        overlap none of the ``avoid`` byte ranges; taken out of the list."""
+        if bank and nbytes > bank:
+            align, bank = max(align, bank), 0
         for i, (lo, hi) in enumerate(self.free):
             start = -(-lo // align) * align
-            if limit_in_bank:  # must not cross a PSUM bank boundary
-                bank_end = (start // limit_in_bank + 1) * limit_in_bank
-                if start + nbytes > bank_end:
-                    start = bank_end
-            if start + nbytes <= hi:
-                pieces = [(lo, start)] if start > lo else []
-                if start + nbytes < hi:
-                    pieces.append((start + nbytes, hi))
-                self.free[i:i + 1] = pieces
-                return start
+            while start + nbytes <= hi:
+                if bank and start + nbytes > (start // bank + 1) * bank:
+                    start = (start // bank + 1) * bank     # must not cross a PSUM bank
+                    continue
+                clash = max((e for s, e in avoid if s < start + nbytes and start < e),
+                            default=None) if avoid else None
+                if clash is None:
+                    pieces = [(lo, start)] if start > lo else []
+                    if start + nbytes < hi:
+                        pieces.append((start + nbytes, hi))
+                    self.free[i:i + 1] = pieces
+                    return start
+                start = -(-clash // align) * align
         return None
-
-    def reserve(self, start: int, nbytes: int) -> None:
-        """Take ``[start, start+nbytes)`` out of the free list (a tensor placed by address=)."""
-        out = []
-        for lo, hi in self.free:
-            if hi <= start or lo >= start + nbytes:
-                out.append((lo, hi))
-                continue
-            if lo < start:
-                out.append((lo, start))
-            if hi > start + nbytes:
-                out.append((start + nbytes, hi))
-        self.free = out
 
     def give(self, start: int, nbytes: int) -> None:
         self.free.append((start, start + nbytes))
@@ -162,6 +80,83 @@ class _FreeList:
             else:
                 merged.append((lo, hi))
         self.free = merged
+
+
+def _size(d: TensorDecl) -> int:
+    return max(d.bytes_per_partition, 1)
+
+
+def _first_fit(autos: list[TensorDecl], ranges: Ranges, size: int, bank: int,
+               users: list[TensorDecl]) -> tuple[dict[int, int], list[tuple[int, list[int]]]]:
+    """Online first fit of ``autos`` over [0, size), in order of first use, keeping off the
+    bytes of the ``address=`` tensors (``users``) live at the same time on the same
+    partitions. Returns the byte offsets placed and, per tensor that did not fit, the ids
+    of the tensors live when it was tried."""
+    free, placed, failed = _FreeList(size), {}, []
+    sizes = {d.id: _size(d) for d in autos}
+    ends: list[tuple[int, int]] = []
+    for d in sorted(autos, key=lambda d: (ranges[d.id][0], d.id)):
+        lo, hi = ranges[d.id]
+        while ends and ends[0][0] < lo:
+            _, gone = heapq.heappop(ends)
+            free.give(placed[gone], sizes[gone])
+        clashing = [u for u in users if ranges[u.id][0] <= hi and lo <= ranges[u.id][1]
+                    and u.address[0] < d.partitions]
+        addr = free.take(sizes[d.id], SBUF_ALIGN, bank,
+                         [(u.address[1], u.address[1] + _size(u)) for u in clashing])
+        if addr is None:
+            failed.append((d.id, [t for _, t in ends] + [u.id for u in clashing]))
+            continue
+        placed[d.id] = addr
+        heapq.heappush(ends, (hi, d.id))
+    return placed, failed
+
+
+def _pack(program: Program, target: Target, memory: Memory, ranges: Ranges, exact: Ranges,
+          skip: frozenset[int]) -> tuple[dict[int, int], list[tuple[int, list[int]]]]:
+    """First fit on our ranges; if some tensor does not fit, first fit on exact ranges,
+    kept when it places more. Returns offsets and the failures of the packing kept."""
+    decls = [program.tensor(t) for t in ranges]
+    decls = [d for d in decls if d.memory is memory]
+    users = [d for d in decls if d.user_address]
+    autos = [d for d in decls if not d.user_address and d.id not in skip]
+    size = (target.sbuf_bytes_per_partition if memory is Memory.SBUF
+            else target.psum_bytes_per_partition)
+    bank = target.psum_bank_bytes if memory is Memory.PSUM else 0
+    placed, failed = _first_fit(autos, ranges, size, bank, users)
+    if failed:
+        tight = {d.id: exact[d.id] for d in decls}
+        placed2, failed2 = _first_fit(autos, tight, size, bank, users)
+        if len(failed2) < len(failed):
+            placed, failed = placed2, failed2
+    return placed, failed
+
+
+def _overflow_pages(decls: list[TensorDecl], ranges: Ranges, target: Target
+                    ) -> tuple[dict[int, tuple[int, int]], int]:
+    """First fit of SBUF tensors simulated outside the capacity into overflow pages (each
+    another 128 partitions of the capacity's bytes); returns their addresses and the page
+    count."""
+    pages: list[_FreeList] = []
+    ends: list[tuple[int, int, int]] = []
+    placed: dict[int, tuple[int, int]] = {}
+    sizes = {d.id: _size(d) for d in decls}
+    for d in sorted(decls, key=lambda d: (ranges[d.id][0], d.id)):
+        lo, hi = ranges[d.id]
+        while ends and ends[0][0] < lo:
+            _, gone, page = heapq.heappop(ends)
+            pages[page].give(placed[gone][1], sizes[gone])
+        page, addr = 0, None
+        while addr is None:
+            if page == len(pages):
+                # the capacity check let no tensor larger than a partition through
+                assert sizes[d.id] <= target.sbuf_bytes_per_partition, d
+                pages.append(_FreeList(target.sbuf_bytes_per_partition))
+            addr = pages[page].take(sizes[d.id], SBUF_ALIGN)
+            page += addr is None
+        placed[d.id] = ((page + 1) * target.pmax, addr)
+        heapq.heappush(ends, (hi, d.id, page))
+    return placed, len(pages)
 
 
 def _is_core_private(t: TensorDecl) -> bool:
@@ -198,46 +193,71 @@ def _place_hbm(program: Program, private_base: int | None) -> tuple[dict, int]:
     return placed, top
 
 
-def allocate(program: Program, target: Target, private_base: int | None = None) -> Program:
-    """Place every tensor; raises NkiCapacityError when live tensors do not fit.
+def allocate(program: Program, target: Target, private_base: int | None = None, *,
+             spill: bool = True) -> Program:
+    """Place every tensor.
 
+    ``spill``: whether the allocator being modelled spills SBUF tensors to HBM when more is
+    live than fits (neuronx-cc: the legacy dialect, the current one by default) or refuses
+    (NKI's linear allocator without ``nki_alloc_fallback``); see nki/jit/capacity.py.
     ``private_base``: where this core's private HBM scratch starts (LNC launches give each
-    core its own range, see ``nki.jit.specialize.specialize_cores``)."""
-    ranges = live_ranges(program)
+    core its own range, see ``nki.jit.specialize.specialize_cores``). Raises
+    ``NkiCapacityError`` when no allocator could fit the live tensors, or PSUM does not fit.
+
+    Example:
+        >>> placed = allocate(traced_program, TRN2)                  # doctest: +SKIP
+        >>> placed.tensor(tile_id).address                           # doctest: +SKIP
+        (0, 4096)
+    """
+    live = walk_program(program)
+    ranges, exact = live_ranges(live), exact_ranges(live)
+    plan = check_capacity(program, target, live, exact, spill=spill)
+    spilled = plan.tensor_ids if plan else frozenset()
     placed, hbm_top = _place_hbm(program, private_base)
-    events = sorted((r[0], 0, tid) for tid, r in ranges.items()
-                    if program.tensor(tid).memory.on_chip)
-    ends = sorted((r[1], tid) for tid, r in ranges.items()
-                  if program.tensor(tid).memory.on_chip)
-    pools = {Memory.SBUF: _FreeList(target.sbuf_bytes_per_partition),
-             Memory.PSUM: _FreeList(target.psum_bytes_per_partition)}
-    live: dict[int, int] = {}
-    end_i = 0
-    for start, _, tid in events:
-        while end_i < len(ends) and ends[end_i][0] < start:
-            gone = ends[end_i][1]
-            end_i += 1
-            if gone in live:
-                t = program.tensor(gone)
-                pools[t.memory].give(live.pop(gone), t.bytes_per_partition)
-        t = program.tensor(tid)
-        if t.user_address:   # placed by the user: keep automatic tiles off its bytes
-            pools[t.memory].reserve(t.address[1], t.bytes_per_partition)
-            live[tid] = t.address[1]
-            placed[tid] = t
-            continue
-        bank = target.psum_bank_bytes if t.memory is Memory.PSUM else 0
-        addr = pools[t.memory].take(max(t.bytes_per_partition, 1), SBUF_ALIGN, bank)
-        if addr is None:
-            raise _capacity_error(program, t, live, target)
-        live[tid] = addr
-        placed[tid] = replace(t, address=(0, addr))
+    for t in ranges:
+        if program.tensor(t).user_address:
+            placed[t] = program.tensor(t)
+    outside = [program.tensor(t) for t in sorted(spilled)]
+    for memory in (Memory.SBUF, Memory.PSUM):
+        offsets, failed = _pack(program, target, memory, ranges, exact, spilled)
+        placed.update((t, replace(program.tensor(t), address=(0, a))) for t, a in
+                      offsets.items())
+        if failed and memory is Memory.PSUM:
+            raise _capacity_error(program, failed[0], target)
+        if failed:
+            _warn_fragmented(program, target, failed)
+            outside += [program.tensor(t) for t, _ in failed]
+    pages, npages = _overflow_pages(outside, ranges, target)
+    placed.update((t, replace(program.tensor(t), address=a)) for t, a in pages.items())
     tensors = tuple(placed.get(t.id, t) for t in program.tensors)
-    return replace(program, tensors=tensors, meta=program.meta + (("hbm_bytes", hbm_top),))
+    meta = (("hbm_bytes", hbm_top), (ROWS_KEY, target.pmax * (1 + npages)))
+    if plan is not None:
+        meta += ((META_KEY, plan),)
+    return replace(program, tensors=tensors, meta=program.meta + meta)
 
 
-def _capacity_error(program: Program, t: TensorDecl, live: dict[int, int],
+def _warn_fragmented(program: Program, target: Target, failed) -> None:
+    """The live bytes fit (the capacity check passed), but our packings did not."""
+    decls = [program.tensor(t) for t, _ in failed]
+    names = ", ".join(f"{tensor_name(d)} ({d.bytes_per_partition} B/partition, created at "
+                      f"{d.loc})" for d in decls[:6])
+    more = f" and {len(decls) - 6} more" if len(decls) > 6 else ""
+    detail = (f"SBUF on {target.name}: the live tensors fit the "
+              f"{target.sbuf_bytes_per_partition} B/partition at every instruction, but "
+              f"first fit left no contiguous room for {len(decls)} of them: {names}{more}. "
+              "They are simulated outside the SBUF (values stay exact); a compiler with "
+              "another packing may fit them, or fail like this one. Allocating the largest "
+              "tiles first, or fewer sizes, avoids the gaps.")
+    loc = decls[0].loc
+    warnings.warn_explicit(str(NkiError("nki_sbuf_fragmented", detail, loc)),
+                           NkiFragmentationWarning, loc.filename if loc else "nki",
+                           loc.lineno if loc else 0)
+
+
+def _capacity_error(program: Program, failure: tuple[int, list[int]],
                     target: Target) -> NkiCapacityError:
+    tid, live = failure
+    t = program.tensor(tid)
     mem = t.memory
     cap = (target.sbuf_bytes_per_partition if mem is Memory.SBUF
            else target.psum_bytes_per_partition)

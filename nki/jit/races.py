@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from nki.errors import NkiRaceWarning, NkiValidationError, fail
+from nki.ir.intervals import union
 from nki.ir.nodes import (
     DYN_LOOPS,
     Instr,
@@ -88,21 +89,6 @@ def operand_intervals(op: Placed) -> tuple[np.ndarray, np.ndarray] | None:
     for stride, count in rest:
         starts = (starts[:, None] + np.arange(count, dtype=np.int64) * stride).reshape(-1)
     return starts, starts + run
-
-
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The disjoint, sorted union of a list of intervals."""
-    if len(starts) <= 1:
-        return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    new = np.empty(len(s), np.bool_)
-    new[0] = True
-    new[1:] = s[1:] > reach[:-1]
-    first = np.flatnonzero(new)
-    last = np.append(first[1:] - 1, len(s) - 1)
-    return s[first], reach[last]
 
 
 @dataclass

@@ -26,6 +26,7 @@ from nki.ir.nodes import Access, Instr, RecordedLoop, Stmt, TensorDecl
 from nki.ir.ops import LoopKind, Opcode
 from nki.ir.target import Target
 from nki.ir.types import FLOAT32, DType, Memory
+from nki.lang.byteruns import ByteRuns
 
 # dtypes NKI_PRECISE_FP=0 keeps in fp32 storage inside the kernel (AWS: "=0 uses fp32")
 LOW_PRECISION_FLOATS = frozenset((irt.BFLOAT16, irt.FLOAT16, irt.FLOAT8_E4M3, irt.FLOAT8_E5M2,
@@ -150,7 +151,8 @@ class Trace:
             # a tensor placed by address= may alias another: what is written through one is
             # read through the other, so it is never treated as fresh
             if address is None:
-                self._written[tid] = ByteFlags(shape)
+                # HBM tensors can be GiBs: their written bytes are kept as intervals
+                self._written[tid] = (ByteRuns if memory.is_hbm else ByteFlags)(shape)
             if memory is Memory.PSUM:
                 self._mm_written[tid] = ByteFlags(shape)
         return decl

@@ -141,7 +141,9 @@ class Pending:
             if self.produce is not None and rectangle(self.mask, self.space, self.api) == {}:
                 self._tile = as_legacy(call_at(self.loc, self.produce, **self.operands))
             else:
-                self._tile = new_tile(self.shape, self.dtype, self.buffer)
+                # created where the call was written (its first use may be lines later):
+                # errors and spill warnings name the tile by that line's variable
+                self._tile = call_at(self.loc, new_tile, self.shape, self.dtype, self.buffer)
                 self.emit_into(self._tile)
         return self._tile
 

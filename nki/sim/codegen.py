@@ -59,6 +59,9 @@ class Generated:
     # every HBM operand: (row, offset column, tensor id, element size), int64 (n, 4)
     hbm_slots: np.ndarray = field(default_factory=lambda: np.zeros((0, 4), np.int64))
     loops: list = field(default_factory=list)   # runtime loops: (SourceLoc or None, api)
+    # partitions of the SBUF arena: 0 = the target's; more when placement put tensors in
+    # overflow pages after them (spilled or unpackable tiles, nki/jit/allocate.py)
+    sbuf_rows: int = 0
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -265,7 +268,8 @@ def generate(program: Program) -> Generated:
     frows = np.stack(em.frows) if em.frows else np.zeros((1, NF), np.float64)
     slots = np.array(em.hbm_slots, np.int64).reshape(-1, 4)
     return Generated(fname, "\n".join(header + em.lines) + "\n", rows, frows,
-                     em.origins, em.locs, em.helpers, em.notes, slots, em.loops)
+                     em.origins, em.locs, em.helpers, em.notes, slots, em.loops,
+                     int(dict(program.meta).get("sbuf_rows", 0)))
 
 
 def _val(v: int | Reg) -> str:

@@ -13,8 +13,16 @@ import pytest
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from nki.errors import NkiCapacityError, NkiRaceWarning, NkiUnsupportedError, NkiValidationError
+from nki.errors import (
+    NkiCapacityError,
+    NkiRaceWarning,
+    NkiSpillWarning,
+    NkiUnsupportedError,
+    NkiValidationError,
+)
 from nki.ir.target import TARGETS
+from nki.jit.allocate import allocate
+from nki.jit.specialize import trace_core
 
 BF16 = ml_dtypes.bfloat16
 TARGET_NAMES = ("trn1", "trn2", "trn3")
@@ -25,7 +33,7 @@ def _line(fn, text: str) -> int:
     return start + next(i for i, s in enumerate(lines) if text in s)
 
 
-# ----- SBUF capacity: 95% runs, 105% fails, per target ---------------------------------------
+# ----- SBUF capacity: 95% runs, 105% spills (or fails without spilling), per target --
 
 TILE_F = 8192          # fp32 elements per partition of each full tile (32 KiB)
 
@@ -56,16 +64,30 @@ def test_sbuf_95_percent_runs(backend, target):
 
 
 @pytest.mark.parametrize("target", TARGET_NAMES)
-def test_sbuf_105_percent_fails_with_capacity_error(target):
+def test_sbuf_105_percent_spills_and_computes(backend, target):
+    cap = TARGETS[target].sbuf_bytes_per_partition
+    x = np.zeros((1, 1), np.float32)
+    with pytest.warns(NkiSpillWarning, match=rf"\[nki_sbuf_spill\] SBUF on {target}: \d+ "
+                      rf"B/partition are live at test_checks.py:\d+, over the {cap} it has"):
+        y = nki.jit(_fill_sbuf, backend=backend, target=target, cache=False)(
+            x, int(cap * 1.05))
+    np.testing.assert_array_equal(y, np.broadcast_to(np.arange(y.shape[1]), y.shape))
+
+
+@pytest.mark.parametrize("target", TARGET_NAMES)
+def test_sbuf_105_percent_fails_where_the_allocator_does_not_spill(target):
     cap = TARGETS[target].sbuf_bytes_per_partition
     line = _line(_fill_sbuf, "the big tiles")
+    kernel = nki.jit(_fill_sbuf, target=target, cache=False)
+    args = (np.zeros((1, 1), np.float32), int(cap * 1.05))
+    program = trace_core(_fill_sbuf, args, {}, kernel._tensor_args(args), TARGETS[target], 0,
+                         1, kernel.settings())[0]
     with pytest.raises(NkiCapacityError, match=rf"\[nki_sbuf_capacity_exceeded\] SBUF overflow "
-                       rf"on {target}: tensor 't\d+' needs \d+ B/partition while \d+ of {cap} "
+                       rf"on {target}: tensor 't' needs \d+ B/partition while \d+ of {cap} "
                        r"B/partition are live \(short by \d+ B\)(.|\n)*rule: live SBUF tensors "
                        r"exceed the SBUF capacity(.|\n)*"
                        rf"at test_checks.py:{line}: +t = nl.ndarray"):
-        nki.jit(_fill_sbuf, target=target, cache=False).specialize(
-            np.zeros((1, 1), np.float32), int(cap * 1.05))
+        allocate(program, TARGETS[target], spill=False)
 
 
 def _psum_banks(x, n):

@@ -8,7 +8,10 @@ import pytest
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from nki.errors import NkiCapacityError, NkiTypeError, NkiValidationError
+from nki.errors import NkiCapacityError, NkiSpillWarning, NkiTypeError, NkiValidationError
+from nki.ir.target import get_target
+from nki.jit.allocate import allocate
+from nki.jit.specialize import trace_core
 
 X = np.zeros((256, 64), np.float32)
 
@@ -123,18 +126,30 @@ def test_truth_value_of_a_computed_tensor(value):
         _spec(k, X)
 
 
-def test_sbuf_capacity():
-    def k(x):
-        tiles = []
-        for i in nl.affine_range(8):   # 8 x 32 KiB per partition > 240 KiB on trn3
-            t = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf, name=f"big{i}")
-            nisa.memset(dst=t, value=0.0)
-            tiles.append(t)
-        for t in tiles:
-            nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
+def _eight_big_tiles(x):
+    tiles = []
+    for i in nl.affine_range(8):   # 8 x 32 KiB per partition > 240 KiB on trn3
+        t = nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.sbuf, name=f"big{i}")
+        nisa.memset(dst=t, value=0.0)
+        tiles.append(t)
+    for t in tiles:
+        nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
+
+
+def test_sbuf_capacity_spills_with_neuronx_cc():
+    with pytest.warns(NkiSpillWarning, match=r"nki_sbuf_spill(.|\n)*  big\d \(created at "
+                      r"test_errors.py:\d+\): 32768 B/partition x 128 partitions, 1 stores and "
+                      r"1 reloads"):
+        _spec(_eight_big_tiles, X, target="trn3")
+
+
+def test_sbuf_capacity_without_spilling():
+    kernel = nki.jit(_eight_big_tiles, cache=False, target="trn3")
+    program = trace_core(_eight_big_tiles, (X,), {}, kernel._tensor_args((X,)),
+                         get_target("trn3"), 0, 1, kernel.settings())[0]
     with pytest.raises(NkiCapacityError, match=r"nki_sbuf_capacity_exceeded.*big7(.|\n)*"
                        r"short by \d+ B(.|\n)*big0: 32768 B/partition"):
-        _spec(k, X)
+        allocate(program, get_target("trn3"), spill=False)
 
 
 def test_uninitialized_read_is_an_error_when_checked():

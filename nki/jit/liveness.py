@@ -1,0 +1,147 @@
+"""Liveness on the unrolled trace: when each tensor is first and last used.
+
+Two answers, for two questions:
+
+* :func:`live_ranges` — how long our placement keeps a tensor's bytes. Longer than its uses
+  where loops need it (a tile created before a loop stays live for the whole loop), so a tile
+  re-allocated every iteration lands at the same address each time and reroll can fold the
+  loop (nki/jit/allocate.py).
+* :func:`exact_ranges` — first use to last use, as a compiler frees a tile after its last read
+  (AWS: NKI's linear allocator "assigns an address to a tile at its first write and releases
+  the address after its last read"). The capacity check (nki/jit/capacity.py) measures live
+  bytes on these, so it is never stricter than a real allocator.
+
+Both keep a tensor a runtime loop (``DynFor``/``DynWhile``) touches live for the whole loop:
+the body was traced once but runs many times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nki.ir.nodes import DYN_LOOPS, Instr, Program, RecordedLoop
+
+Frame = tuple[tuple[int, int], ...]   # the (loop, iteration) pairs around a statement
+
+
+@dataclass
+class Liveness:
+    """What one pass over the unrolled trace learns, by instruction index (program order).
+
+    Example:
+        >>> live = walk_program(program)                          # doctest: +SKIP
+        >>> first, last = exact_ranges(live)[tensor_id]           # doctest: +SKIP
+    """
+
+    uses: dict[int, tuple[int, int]] = field(default_factory=dict)  # tid -> first, last use
+    frames: list[Frame] = field(default_factory=list)               # per instruction
+    instrs: list[Instr] = field(default_factory=list)               # per instruction
+    spans: list[list[int]] = field(default_factory=list)            # per loop: first, last
+    dyn: set[int] = field(default_factory=set)                      # runtime loops
+    born: dict[int, tuple[Frame, int]] = field(default_factory=dict)
+    """tid -> (frame it was created in, last instruction of that iteration) for tensors
+    created inside a recorded loop (``RecordedLoop.tensors``); the rest were created outside
+    every recorded loop."""
+
+    def visit(self, stmts, frame: Frame) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, (RecordedLoop, *DYN_LOOPS)):
+                loop = len(self.spans)
+                self.spans.append([len(self.frames), len(self.frames)])
+                if isinstance(stmt, RecordedLoop):
+                    for k, body in enumerate(stmt.iterations):
+                        self.visit(body, frame + ((loop, k),))
+                        made = stmt.tensors[k] if k < len(stmt.tensors) else ()
+                        for tid in made:
+                            self.born[tid] = (frame + ((loop, k),), len(self.frames) - 1)
+                else:
+                    self.dyn.add(loop)
+                    self.visit(stmt.body, frame + ((loop, 0),))
+                self.spans[loop][1] = len(self.frames) - 1
+            elif isinstance(stmt, Instr):
+                index = len(self.frames)
+                for _, acc, _ in stmt.accesses():
+                    lo, hi = self.uses.get(acc.tensor, (index, index))
+                    self.uses[acc.tensor] = (min(lo, index), max(hi, index))
+                self.frames.append(frame)
+                self.instrs.append(stmt)
+
+    def in_runtime_loop(self, index: int) -> bool:
+        """Whether instruction ``index`` is inside a ``DynFor``/``DynWhile`` body."""
+        return any(loop in self.dyn for loop, _ in self.frames[index])
+
+
+def walk_program(program: Program) -> Liveness:
+    """One walk over ``program``'s unrolled trace."""
+    live = Liveness()
+    live.visit(program.body, ())
+    return live
+
+
+def _around_runtime_loops(live: Liveness, lo: int, hi: int) -> tuple[int, int]:
+    if not live.dyn:
+        return lo, hi
+    for loop, _ in live.frames[lo] + live.frames[hi]:
+        if loop in live.dyn:
+            lo, hi = min(lo, live.spans[loop][0]), max(hi, live.spans[loop][1])
+    return lo, hi
+
+
+def exact_ranges(live: Liveness) -> dict[int, tuple[int, int]]:
+    """First and last instruction index using each tensor (whole runtime loops included)."""
+    return {tid: _around_runtime_loops(live, lo, hi) for tid, (lo, hi) in live.uses.items()}
+
+
+def live_ranges(live: Liveness) -> dict[int, tuple[int, int]]:
+    """First and last statement index (in unrolled order) during which our placement keeps
+    each tensor.
+
+    A tensor is live from its first to its last use, with two exceptions, both about loops:
+
+    * A tensor used inside a loop that it was created before stays live for that whole loop
+      (as a compiler keeps a loop-invariant value): freeing it after its last use, or
+      placing it only at its first use, would share its bytes with tiles of other
+      iterations. Those iterations would then be laid out differently (and could not be
+      folded), and the iterations of an ``affine_range``, which may run in parallel, would
+      write the same bytes. What matters is where the tensor was *created*, which may be
+      an earlier loop than its first use (a tile made in one loop and first written in the
+      next): such a tensor is live from its creation.
+    * A runtime loop (``DynFor``/``DynWhile``) was traced once but runs many times: every
+      tensor its body touches is live for the whole loop, so no two of them share bytes."""
+    made_by = _creation_bounds(live.uses)
+    ranges = {}
+    for tid, (lo, hi) in live.uses.items():
+        born, it_end = live.born.get(tid, ((), lo))
+        if born != live.frames[lo]:        # created in another iteration or outside a loop
+            lo = min(lo, made_by[tid], it_end, _entry_of(live, born, live.frames[lo]))
+            lo = max(lo, 0)
+        lo, hi = _around_runtime_loops(live, lo, hi)
+        outer = {loop for loop, _ in born}
+        for loop, _ in live.frames[hi]:
+            if loop not in outer:          # created before this loop: live to its end
+                hi = max(hi, live.spans[loop][1])
+        ranges[tid] = (lo, hi)
+    return ranges
+
+
+def _creation_bounds(uses: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """An upper bound on where each tensor was created: the trace numbers tensors in
+    creation order, so a tensor exists before any later-numbered tensor is first used."""
+    bounds, soonest = {}, None
+    for tid in sorted(uses, reverse=True):
+        first = uses[tid][0]
+        soonest = first if soonest is None else min(soonest, first)
+        bounds[tid] = soonest
+    return bounds
+
+
+def _entry_of(live: Liveness, born: Frame, used: Frame) -> int:
+    """The first instruction of the outermost loop around ``used`` that the tensor was
+    created outside of, else a large number. (Created in an earlier iteration of a loop
+    around ``used``: the end of that iteration bounds the creation better.)"""
+    common = 0
+    while common < min(len(born), len(used)) and born[common] == used[common]:
+        common += 1
+    if common == len(used) or (common < len(born) and born[common][0] == used[common][0]):
+        return len(live.frames)
+    return live.spans[used[common][0]][0]
