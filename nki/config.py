@@ -16,6 +16,7 @@
 | ``NKI_TORCH_BUILD_DIR`` | where nki.torch's C++ extensions are built | ``<cache>/torch-ext`` |
 | ``NKI_TORCH_AUTOLOAD`` | 1: ``import torch`` enables the ``neuron`` device | 0 |
 | ``NEURON_SIM_DEVICE_COUNT`` | how many simulated ``neuron`` devices torch sees | 8 |
+| ``CC`` | C compiler (a command, flags allowed) that builds the MX x4 numpy dtypes | ``gcc`` |
 
 Every field can also be overridden per kernel by the keyword of the same name on ``nki.jit``.
 """
@@ -23,6 +24,7 @@ Every field can also be overridden per kernel by the keyword of the same name on
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -108,3 +110,9 @@ def neuron_sim_device_count() -> int:
     if not value.isdigit() or not 1 <= int(value) <= 64:
         raise ValueError(f"NEURON_SIM_DEVICE_COUNT must be an integer in 1..64, got {value!r}")
     return int(value)
+
+
+def c_compiler() -> list[str]:
+    """The command that compiles nki's small C extension (the MX x4 numpy dtypes,
+    :mod:`nki.hostx4`): ``CC`` split like a shell would, else ``gcc``."""
+    return shlex.split(os.environ.get("CC", "").strip()) or ["gcc"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nki.errors import NkiTypeError, fail
+from nki.ir.packed import dtype_key
 from nki.ir.types import ALL_DTYPES, DType, from_host
 from nki.jit.torch_values import is_torch_tensor
 
@@ -46,9 +47,10 @@ def to_tensor_arg(index: int, name: str, value, loc) -> TensorArg:
 
 def signature_of(value) -> tuple:
     """A hashable description of an argument for the specialization key."""
-    if isinstance(value, np.ndarray) or is_torch_tensor(value):
-        shape = tuple(value.shape)
-        return ("tensor", shape, str(value.dtype))
+    if isinstance(value, np.ndarray):
+        return ("tensor", value.shape, dtype_key(value.dtype))
+    if is_torch_tensor(value):
+        return ("tensor", tuple(value.shape), str(value.dtype))
     if isinstance(value, (int, float, str, bool, type(None))):
         return ("const", type(value).__name__, value)
     if isinstance(value, (tuple, list)):

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from nki._digest import nki_digest
+from nki.ir.packed import dtype_key
 from nki.ir.types import DType
 
 _NKI_ROOT = Path(__file__).resolve().parent.parent
@@ -90,8 +91,9 @@ def value_hash(value, depth: int = 0) -> str | None:
     if isinstance(value, enum.Enum):
         return "enum:" + _sha([repr(value)])
     if isinstance(value, np.ndarray):
+        described = repr((value.shape, dtype_key(value.dtype))).encode()
         return "nd:" + hashlib.sha256(np.ascontiguousarray(value).tobytes() +
-                                      repr((value.shape, str(value.dtype))).encode()).hexdigest()
+                                      described).hexdigest()
     if isinstance(value, (int, float, str, bytes, bool, type(None))):
         return "v:" + _sha([repr(value)])
     if isinstance(value, (tuple, list, frozenset, set)) and depth < 4:

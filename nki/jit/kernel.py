@@ -294,13 +294,12 @@ def _keep_arena(hbm: np.ndarray) -> None:
 def _fill_unwritten(raw: np.ndarray, dtype) -> None:
     """The sentinel of never-written memory: NaN for floats, all-ones bits for packed MX
     words (NaN lanes in the fp8 formats; fp4 has no NaN), 4 for integers."""
-    host = dtype.host_dtype()
     if not dtype.is_float:
-        raw.view(host)[:] = 4
-    elif np.issubdtype(host, np.integer):
-        raw[:] = 0xFF
+        raw.view(dtype.host_dtype())[:] = 4
+    elif dtype.packed != 1:
+        raw[:] = 0xFF          # the x4 host dtypes hold bits, not values
     else:
-        raw.view(host)[:] = np.nan
+        raw.view(dtype.host_dtype())[:] = np.nan
 
 
 def _hbm_slice(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
