@@ -177,8 +177,11 @@ def test_activation_reduce_res_aliasing_dst_keeps_the_reduction(backend, rng, dt
         nisa.activation(dst=b, op=nl.copy, data=s, reduce_op=nl.add, reduce_res=b[:, 5:6],
                         reduce_cmd=nisa.reduce_cmd.reduce)            # chain: 2 x the sum
         c = nl.ndarray((x.shape[0], 1), dtype=dtype, buffer=nl.sbuf)
+        nisa.activation(dst=c, op=nl.copy, data=s[:, 1:2], reduce_op=nl.add,
+                        reduce_cmd=nisa.reduce_cmd.reset_reduce)      # registers = x[:, 1]
+        # reduce_res *is* dst: the register (x1 + x0) wins over the element (x0)
         nisa.activation(dst=c, op=nl.copy, data=s[:, 0:1], reduce_op=nl.add, reduce_res=c,
-                        reduce_cmd=nisa.reduce_cmd.reset_reduce)
+                        reduce_cmd=nisa.reduce_cmd.reduce)
         d = nl.ndarray(x.shape, dtype=dtype, buffer=nl.sbuf)
         nisa.activation_reduce(dst=d, op=nl.copy, data=s, reduce_op=nl.add,
                                reduce_res=d[:, 0:1])
@@ -191,7 +194,7 @@ def test_activation_reduce_res_aliasing_dst_keeps_the_reduction(backend, rng, dt
     b_ref = x.astype(np.float64).copy()
     b_ref[:, 5] = 2 * rows          # the second call rewrote column 3 with x, then 5 with 2*sum
     _exact(b, b_ref.astype(dtype))
-    _exact(c, x[:, 0:1].astype(dtype))
+    _exact(c, (x[:, 0:1] + x[:, 1:2]).astype(dtype))
     d_ref = x.astype(np.float64).copy()
     d_ref[:, 0] = rows
     _exact(d, d_ref.astype(dtype))
