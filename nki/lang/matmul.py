@@ -46,7 +46,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 
     Inputs in SBUF (free dims flattened), ``dst`` in PSUM. Products are exact and accumulate
     in fp32; ``accumulate=None`` overwrites PSUM never written by a matmul and adds to PSUM
-    that was, ``True`` always adds, ``False`` always overwrites. ``is_transpose=True``
+    that was (however the dst view overlaps earlier ones), ``True`` always adds (warning
+    where hardware is undefined: PSUM nothing wrote, or before NeuronCore-v4 PSUM that a
+    non-matmul instruction wrote), ``False`` always overwrites. ``is_transpose=True``
     (trn2+) is the bit-exact transpose mode: ``dst[m, n] = stationary[k, m]`` for the row
     ``k`` where ``moving[k, n]`` is non-zero (an identity ``moving`` gives ``stationary.T``).
 
@@ -73,7 +75,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
              ("m", M), ("n", N))
     ins = Instr(Opcode.NC_MATMUL, (("dst", acc(d)),),
                 (("stationary", acc(s)), ("moving", acc(m))), attrs, call.loc, name)
-    return call.trace.emit(ins, by_matmul=True, api=call.api)
+    return call.trace.emit(ins, by_matmul=True, api=call.api, reads_dst=add)
 
 
 def _perf_mode(call: Call, perf_mode, s: NkiTensor, m: NkiTensor) -> int:
@@ -191,24 +193,52 @@ def _transpose_mode_dtypes(call: Call, d: NkiTensor, s: NkiTensor, accumulate) -
 
 
 def _resolve_accumulate(call: Call, d: NkiTensor, accumulate) -> bool:
-    """Decide overwrite/accumulate at trace time from which PSUM bytes a matmul wrote."""
+    """Decide overwrite/accumulate at trace time from which PSUM bytes a matmul wrote.
+
+    One nc_matmul either overwrites or accumulates its whole dst (the flag is per
+    instruction), so ``accumulate=None`` is decided from the bytes of this dst, however the
+    view is sliced or shaped: all written by earlier matmuls (an overlapping conv-style
+    write inside them included) accumulates, none overwrites."""
     state = call.trace.written_state(d.access(), matmul=True)
     if accumulate is None:
         if state == "some":
             raise fail("nki_not_implemented", f"{call.api}: accumulate=None on dst "
-                       f"{d.name!r}, of which only part was written by earlier matmuls; "
-                       "per-element overwrite/accumulate within one instruction is not "
-                       "simulated. Pass accumulate=True or False explicitly.", call.loc,
-                       NkiUnsupportedError)
+                       f"{d.name!r}, of which only part was written by earlier matmuls; one "
+                       "matmul overwrites or accumulates all of its dst, so no flag is right "
+                       "for every element on hardware and the simulator does not guess. "
+                       "Split the matmul at the boundary, or pass accumulate=True or False "
+                       "explicitly.", call.loc, NkiUnsupportedError)
         return state == "all"
     if accumulate and state != "all":
-        where = f" at {call.loc.short}" if call.loc else ""
-        msg = (f"[nki_accumulate_uninitialized] {call.api}: accumulate=True on PSUM "
-               f"{d.name!r} that no matmul wrote{' completely' if state == 'some' else ''}"
-               f" (undefined on hardware){where}")
-        call.trace.warnings.append(msg)
-        warnings.warn(msg, stacklevel=3)
+        _warn_accumulate(call, d, state)
     return bool(accumulate)
+
+
+def _warn_accumulate(call: Call, d: NkiTensor, matmul_state: str) -> None:
+    """accumulate=True onto PSUM that no matmul (completely) wrote: undefined on hardware
+    where nothing wrote it, and on NeuronCore-v2/v3 where a non-matmul instruction (memset,
+    tensor_copy, ...) did; NeuronCore-v4 accumulates onto such values (AWS's nc_matmul)."""
+    written = call.trace.written_state(d.access())
+    v4 = call.trace.target.nc_version >= 4
+    if written == "all" and v4:
+        return
+    if written == "none":
+        why = "that nothing wrote"
+    elif written == "some":
+        why = "that was only partly written"
+    else:
+        part = "part of which" if matmul_state == "some" else "which"
+        why = (f"{part} a non-matmul instruction (memset, tensor_copy, ...) initialised; on "
+               f"{call.trace.target.name} (NeuronCore-v2/v3) a matmul cannot accumulate onto "
+               "such values")
+    where = f" at {call.loc.short}" if call.loc else ""
+    msg = (f"[nki_accumulate_uninitialized] {call.api}: accumulate=True on PSUM {d.name!r} "
+           f"{why} (undefined on hardware){where}")
+    call.trace.warnings.append(msg)
+    if call.loc is None:
+        warnings.warn(msg, UserWarning, stacklevel=4)
+    else:
+        warnings.warn_explicit(msg, UserWarning, call.loc.filename, call.loc.lineno)
 
 
 # ----- transposes ---------------------------------------------------------------------------

@@ -120,4 +120,4 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
     ins = Instr(Opcode.NC_MATMUL_MX, (("dst", acc(d)),),
                 (("stationary", acc(st)), ("moving", acc(mv)), ("stationary_scale", acc(ss)),
                  ("moving_scale", acc(ms))), attrs, call.loc, name)
-    return call.trace.emit(ins, by_matmul=True, api=call.api)
+    return call.trace.emit(ins, by_matmul=True, api=call.api, reads_dst=add)

@@ -467,7 +467,10 @@ def nc_find_index8(dst, data, vals, name=""):
 def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=""):
     """``dst`` = ``data`` with the first occurrence of each of the 8 ``vals`` (successive
     occurrences for repeated values) replaced by ``imm``; ``dst_idx`` [P, 8] (uint16/uint32),
-    if given, receives their indices (all ones when not found). Values pass through fp32.
+    if given, receives their indices (all ones when not found). The values are matched from
+    ``vals[7]`` down to ``vals[0]`` (the hardware's order), so of repeated values the last
+    slot gets the first occurrence and lower slots the later ones, in descending order
+    (``nc_find_index8`` pairs them ascending). Values pass through fp32.
 
     Example:
         >>> nisa.nc_match_replace8(dst=s, data=s, vals=top, imm=-3e38)  # doctest: +SKIP

@@ -263,9 +263,12 @@ class Trace:
                  if a.tensor in self._use_hooks]
         return [post for post in (hook(instr) for hook in hooks) if post is not None]
 
-    def emit(self, instr: Instr, *, by_matmul: bool = False, api: str = "") -> Instr:
+    def emit(self, instr: Instr, *, by_matmul: bool = False, api: str = "",
+             reads_dst: bool = False) -> Instr:
         """Append an instruction after its rule passed; updates write tracking. Hooks a
-        view registered with :meth:`on_first_use` run around it."""
+        view registered with :meth:`on_first_use` run around it. ``reads_dst``: the
+        instruction also reads what it writes (an accumulating matmul adds to its PSUM), so
+        never-written bytes there read as the fresh-tile sentinel, not stale memory."""
         post = self._run_use_hooks(instr) if self._use_hooks else ()
         if self.widened:
             name = api or instr.opcode.name.lower()
@@ -275,7 +278,8 @@ class Trace:
             from nki.lang.control import dynamic_checks
 
             instr = dynamic_checks(self, instr)
-        for role, acc in instr.reads:
+        reads = instr.reads + (instr.writes if reads_dst else ())
+        for role, acc in reads:
             if role not in indirect:     # rows chosen at run time: no trace-time tracking
                 self.check_read(role, acc, api or instr.opcode.name.lower(), instr.loc)
         for role, acc in instr.writes:

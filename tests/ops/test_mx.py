@@ -127,3 +127,48 @@ def test_matmul_mx_scale_dtype():
     with pytest.raises(NkiValidationError, match=r"(?s)nki_dtype_mismatch.*e8m0.*"
                                                  r"test_mx\.py:\d+"):
         _jit(k, backend="python")(np.ones((2, 2), np.float32))
+
+
+def test_sliced_scale_buffers_keep_their_neighbours(backend):
+    """AWS 0.6.0: sliced MX scale views. Two quantize_mx calls fill the column halves of one
+    shared scale buffer, a third fills the lower half of a taller one; the matmul reads the
+    slices. Scales land only in the slice (rows 32q..32q+3 of each quadrant of it), and
+    every other byte keeps what was there."""
+    K, M, N = 64, 8, 16
+
+    def kernel(w, x):
+        W = _sbuf(w)
+        wq = nl.ndarray((K, 2 * M), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        ws = nl.ndarray((K, 2 * M), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.memset(dst=ws, value=7)
+        nisa.quantize_mx(dst=wq[:, 0:M], src=W[:, 0:4 * M], dst_scale=ws[:, 0:M])
+        nisa.quantize_mx(dst=wq[:, M:2 * M], src=W[:, 4 * M:8 * M], dst_scale=ws[:, M:2 * M])
+        xq = nl.ndarray((K, N), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+        xs = nl.ndarray((2 * K, N), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.memset(dst=xs, value=9)
+        nisa.quantize_mx(dst=xq, src=_sbuf(x), dst_scale=xs[K:2 * K, :])
+        ps = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul_mx(dst=ps, stationary=wq[:, M:2 * M], moving=xq,
+                          stationary_scale=ws[:, M:2 * M], moving_scale=xs[K:2 * K, :])
+        res = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=ps)
+        return _out(res), _out(ws), _out(xs)
+
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((K, 8 * M)).astype(BF16)
+    x = (rng.standard_normal((K, 4 * N)) * 4).astype(BF16)
+    y, ws, xs = _jit(kernel, backend=backend)(w, x)
+    c1, s1 = ref_quantize(w[:, :4 * M], ml_dtypes.float8_e4m3fn, 8)
+    c2, s2 = ref_quantize(w[:, 4 * M:], ml_dtypes.float8_e4m3fn, 8)
+    xc, xsc = ref_quantize(x, ml_dtypes.float8_e4m3fn, 8)
+    g = np.arange(K // 8)
+    rows = 32 * (g // 4) + g % 4
+    want_ws = np.full((K, 2 * M), 7, np.uint8)
+    want_ws[rows, :M], want_ws[rows, M:] = s1, s2
+    np.testing.assert_array_equal(ws, want_ws)
+    want_xs = np.full((2 * K, N), 9, np.uint8)
+    want_xs[K + rows] = xsc
+    np.testing.assert_array_equal(xs, want_xs)
+    expect = reference_matmul_mx(c2.view(ml_dtypes.float8_e4m3fn).astype(np.float64), s2,
+                                 xc.view(ml_dtypes.float8_e4m3fn).astype(np.float64), xsc)
+    np.testing.assert_allclose(y, expect, rtol=1e-5, atol=1e-5 * np.abs(expect).max())

@@ -369,13 +369,16 @@ def max8(H, S, PS, irow, frow, L):
 
 
 @njit(cache=True, nogil=True)
-def _find8(data, vals):
-    """(P, 8) index of the first not-yet-matched occurrence of each value (-1: none)."""
+def _find8(data, vals, reverse):
+    """(P, 8) index of the first not-yet-matched occurrence of each value (-1: none). The
+    values are taken in order 0..7, or 7..0 with ``reverse`` (nc_match_replace8 on hardware:
+    of repeated values, the last slot gets the first occurrence)."""
     P, N = data.shape
     out = np.full((P, 8), -1, np.int64)
     for p in range(P):
         used = np.zeros(N, np.bool_)
-        for k in range(8):
+        for j in range(8):
+            k = 7 - j if reverse else j
             hits = np.flatnonzero((data[p] == vals[p, k]) & np.logical_not(used))
             if hits.size > 0:
                 out[p, k] = hits[0]
@@ -388,7 +391,7 @@ def _find8(data, vals):
 def nc_find_index8(H, S, PS, irow, frow, L):
     """dst = indices of vals in data (all ones if absent). ints: P."""
     P = irow[2]
-    idx = _find8(_f32(H, S, PS, irow, OP1, L, P), _f32(H, S, PS, irow, OP2, L, P))
+    idx = _find8(_f32(H, S, PS, irow, OP1, L, P), _f32(H, S, PS, irow, OP2, L, P), False)
     store_i64(H, S, PS, irow, OP0, L, idx)   # -1 wraps to all ones
     return 0
 
@@ -396,11 +399,12 @@ def nc_find_index8(H, S, PS, irow, frow, L):
 @helper
 @njit(cache=True, nogil=True)
 def nc_match_replace8(H, S, PS, irow, frow, L):
-    """dst = data with matched vals replaced by imm; dst_idx = their indices.
-    ints: P; floats: imm. operands: dst, data, vals, dst_idx."""
+    """dst = data with matched vals replaced by imm; dst_idx = their indices (vals taken
+    7..0, AWS's documented tie-break). ints: P; floats: imm. operands: dst, data, vals,
+    dst_idx."""
     P = irow[2]
     x = _f32(H, S, PS, irow, OP1, L, P)
-    idx = _find8(x, _f32(H, S, PS, irow, OP2, L, P))
+    idx = _find8(x, _f32(H, S, PS, irow, OP2, L, P), True)
     y = x.copy()
     for p in range(P):
         for k in range(8):
@@ -456,24 +460,27 @@ def reference_max8(x):
     return -np.sort(-np.asarray(x, np.float32).reshape(len(x), -1), axis=1)[:, :8]
 
 
-def reference_find_index8(data, vals):
-    """Successive first occurrences; -1 when not found."""
+def reference_find_index8(data, vals, reverse=False):
+    """Successive first occurrences; -1 when not found. ``reverse`` matches the values from
+    the last slot to the first (nc_match_replace8's order)."""
     data = np.asarray(data, np.float32).reshape(len(data), -1)
     vals = np.asarray(vals, np.float32).reshape(len(vals), -1)
     out = np.full(vals.shape, -1, np.int64)
+    order = range(vals.shape[1] - 1, -1, -1) if reverse else range(vals.shape[1])
     for p in range(len(data)):
         taken: set[int] = set()
-        for k, v in enumerate(vals[p]):
-            j = next((j for j, e in enumerate(data[p]) if e == v and j not in taken), -1)
+        for k in order:
+            j = next((j for j, e in enumerate(data[p]) if e == vals[p, k] and j not in taken),
+                     -1)
             out[p, k] = j
             taken.add(j)
     return out
 
 
 def reference_match_replace8(data, vals, imm):
-    """(replaced fp32 data, indices)."""
+    """(replaced fp32 data, indices), the values matched from the last slot to the first."""
     y = np.asarray(data, np.float32).reshape(len(data), -1).copy()
-    idx = reference_find_index8(data, vals)
+    idx = reference_find_index8(data, vals, reverse=True)
     for p, k in zip(*np.nonzero(idx >= 0)):
         y[p, idx[p, k]] = np.float32(imm)
     return y, idx
