@@ -84,15 +84,35 @@ def live_ranges(program: Program) -> dict[int, tuple[int, int]]:
         if born != walk.frames[lo]:        # created in another iteration or outside a loop
             lo = min(lo, made_by[tid], it_end, _entry_of(walk, born, walk.frames[lo]))
             lo = max(lo, 0)
-        for loop, _ in walk.frames[lo] + walk.frames[hi]:
-            if loop in walk.dyn:
-                lo, hi = min(lo, walk.spans[loop][0]), max(hi, walk.spans[loop][1])
+        lo, hi = _widen_for_runtime_loops(walk, lo, hi)
         outer = {loop for loop, _ in born}
         for loop, _ in walk.frames[hi]:
             if loop not in outer:          # created before this loop: live to its end
                 hi = max(hi, walk.spans[loop][1])
         ranges[tid] = (lo, hi)
     return ranges
+
+
+def linear_ranges(program: Program) -> dict[int, tuple[int, int]]:
+    """Live ranges of ``Allocation.LINEAR`` (NKI's linear scan): a tile takes its address at
+    its first write (its first use: a read before any write reads fresh memory, and the
+    sentinel fill before it is that write), not where it was created, and keeps it through
+    its last use. On hardware its last read ends it; a write after that read (a dead write)
+    is kept inside the range so it never lands on another tile's bytes. Unlike the default
+    placement, a tile created before a loop neither starts at its creation nor stays live
+    to the loop's end. A runtime loop's body runs many times, so every tile it touches
+    stays live for the whole loop, as in the default placement."""
+    walk = _Walk()
+    walk.visit(program.body, ())
+    return {tid: _widen_for_runtime_loops(walk, lo, hi) for tid, (lo, hi) in walk.uses.items()}
+
+
+def _widen_for_runtime_loops(walk: _Walk, lo: int, hi: int) -> tuple[int, int]:
+    """A range touching a runtime loop's body covers the whole loop (it runs many times)."""
+    for loop, _ in walk.frames[lo] + walk.frames[hi]:
+        if loop in walk.dyn:
+            lo, hi = min(lo, walk.spans[loop][0]), max(hi, walk.spans[loop][1])
+    return lo, hi
 
 
 def _creation_bounds(uses: dict[int, tuple[int, int]]) -> dict[int, int]:
@@ -198,12 +218,14 @@ def _place_hbm(program: Program, private_base: int | None) -> tuple[dict, int]:
     return placed, top
 
 
-def allocate(program: Program, target: Target, private_base: int | None = None) -> Program:
+def allocate(program: Program, target: Target, private_base: int | None = None,
+             linear: bool = False) -> Program:
     """Place every tensor; raises NkiCapacityError when live tensors do not fit.
 
     ``private_base``: where this core's private HBM scratch starts (LNC launches give each
-    core its own range, see ``nki.jit.specialize.specialize_cores``)."""
-    ranges = live_ranges(program)
+    core its own range, see ``nki.jit.specialize.specialize_cores``). ``linear``: place by
+    the live ranges of ``Allocation.LINEAR`` (:func:`linear_ranges`)."""
+    ranges = linear_ranges(program) if linear else live_ranges(program)
     placed, hbm_top = _place_hbm(program, private_base)
     events = sorted((r[0], 0, tid) for tid, r in ranges.items()
                     if program.tensor(tid).memory.on_chip)

@@ -154,17 +154,21 @@ def _run_core(exe: Executable, hbm: np.ndarray, target: Target, errors: list, co
         errors.append(e)
 
 
-def run_cores(exes: list[Executable], hbm: np.ndarray, target: Target) -> None:
-    """Run one program per core over a shared HBM; cores run concurrently (nogil code)."""
+def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
+              target: Target) -> None:
+    """Run one program per core; cores run concurrently (nogil code) and meet in one
+    ``Launch``. ``hbm``: the HBM the cores share (an LNC launch), or one per core (the
+    ranks of a multi-rank run: separate devices whose only link is the collectives)."""
     for exe in exes:
         exe.prepare()
     errors: list = []
     launch = host.Launch(len(exes))
+    hbms = hbm if isinstance(hbm, list) else [hbm] * len(exes)
     if len(exes) == 1:
-        _run_core(exes[0], hbm, target, errors, 0, launch)
+        _run_core(exes[0], hbms[0], target, errors, 0, launch)
     else:
-        threads = [threading.Thread(target=_run_core, args=(e, hbm, target, errors, i, launch))
-                   for i, e in enumerate(exes)]
+        threads = [threading.Thread(target=_run_core, args=(e, h, target, errors, i, launch))
+                   for i, (e, h) in enumerate(zip(exes, hbms))]
         for t in threads:
             t.start()
         for t in threads:
