@@ -353,6 +353,15 @@ def _regroup(grid: NkiGrid, tile_shape, block_shape, api: str) -> NkiGrid:
                [r[0][1] - r[0][0] for r in runs], tile, block, kept, nt)
 
 
+def _grid_of(api: str, source, tile_shape, block_shape) -> NkiGrid:
+    if isinstance(source, NkiGrid):
+        return _regroup(source, tile_shape, block_shape, api)
+    if not isinstance(source, NkiTensor):
+        raise validation("nki_invalid_grid", f"{api}: source must be an NkiTensor or a "
+                         f"grid, got {type(source).__name__}")
+    return _over_tensor(source, tile_shape, block_shape, api)
+
+
 def tiles(source, *, tile_shape=None) -> NkiTileGrid:
     """Decompose a tensor (or a grid's selection) into a logical grid of tiles.
 
@@ -364,12 +373,7 @@ def tiles(source, *, tile_shape=None) -> NkiTileGrid:
         >>> t = nl.tiles(x, tile_shape=(128, 256))          # doctest: +SKIP
         >>> nisa.dma_copy(dst=tile, src=t[i, j].data)       # doctest: +SKIP
     """
-    if isinstance(source, NkiGrid):
-        return _regroup(source, tile_shape, None, "nl.tiles")
-    if not isinstance(source, NkiTensor):
-        raise validation("nki_invalid_grid", f"nl.tiles: source must be an NkiTensor or a "
-                         f"grid, got {type(source).__name__}")
-    return _over_tensor(source, tile_shape, None, "nl.tiles")
+    return _grid_of("nl.tiles", source, tile_shape, None)
 
 
 def blocks(source, *, tile_shape=None, block_shape) -> NkiBlockGrid:
@@ -380,12 +384,7 @@ def blocks(source, *, tile_shape=None, block_shape) -> NkiBlockGrid:
     Example:
         >>> b = nl.blocks(x, tile_shape=(128, 256), block_shape=(2, 2))  # doctest: +SKIP
     """
-    if isinstance(source, NkiGrid):
-        return _regroup(source, tile_shape, block_shape, "nl.blocks")
-    if not isinstance(source, NkiTensor):
-        raise validation("nki_invalid_grid", f"nl.blocks: source must be an NkiTensor or a "
-                         f"grid, got {type(source).__name__}")
-    return _over_tensor(source, tile_shape, block_shape, "nl.blocks")
+    return _grid_of("nl.blocks", source, tile_shape, block_shape)
 
 
 def _allocate(api: str, tile_shape, block_shape, element_shape, buffer, dtype, address,
