@@ -99,10 +99,10 @@ from nki.lang.grid import (  # noqa: E402 - tile grids (NKI 0.7)
     blocks,
     tiles,
 )
-from nki.lang.stream import NkiStreamBuffers, alloc_stream_buffers  # noqa: E402
 from nki.lang.indirect import gather_flattened  # noqa: E402
 from nki.lang.misc import device_print, no_reorder  # noqa: E402
 from nki.lang.rng import rand, random_seed  # noqa: E402
+from nki.lang.stream import NkiStreamBuffers, alloc_stream_buffers  # noqa: E402
 
 
 def _unary_alu(alu: _Alu, x, dtype=None):
