@@ -15,6 +15,7 @@ from nki.errors import (
 )
 from nki.ir.types import DType
 from nki.jit.kernel import Kernel, jit, simulate, simulate_kernel
+from nki.jit.multirank import multi_rank_execute, multi_rank_simulate
 
 # AWS's nki_cpu_simulator spells nki.simulate ``cpu_simulate`` (nki-library's harness calls
 # ``nki.cpu_simulate(kernel)[lnc](**inputs)``)
@@ -30,6 +31,7 @@ from nki.compat import warn_once_if_aws_installed as _warn_once_if_aws_installed
 
 _warn_once_if_aws_installed()
 
-__all__ = ["jit", "simulate", "cpu_simulate", "simulate_kernel", "Kernel", "dtype", "NkiError",
+__all__ = ["jit", "simulate", "cpu_simulate", "simulate_kernel", "multi_rank_simulate",
+           "multi_rank_execute", "Kernel", "dtype", "NkiError",
            "NkiValidationError", "NkiRuntimeError", "NkiCapacityError", "NkiUnsupportedError",
            "__version__"]

@@ -8,6 +8,6 @@ public namespaces a kernel can reach through it: ``builtin.language`` is ``nki.l
 ``builtin.isa`` is ``nki.isa``, and so on.
 """
 
-from nki import collectives, compiler, isa, language, tensor, typing
+from nki import collectives, compiler, isa, language, lnc, tensor, typing
 
-__all__ = ["collectives", "compiler", "isa", "language", "tensor", "typing"]
+__all__ = ["collectives", "compiler", "isa", "language", "lnc", "tensor", "typing"]

@@ -14,9 +14,13 @@ from nki.lang.collectives import (
     ReplicaGroup,
     all_gather,
     all_gather_v,
+    all_gather_v_prepare,
+    all_gather_v_trigger,
     all_reduce,
     all_to_all,
     all_to_all_v,
+    all_to_all_v_prepare,
+    all_to_all_v_trigger,
     collective_permute,
     collective_permute_implicit,
     collective_permute_implicit_current_processing_rank_id,
@@ -27,6 +31,8 @@ from nki.lang.collectives import (
 )
 
 __all__ = ["ReplicaGroup", "rg_partition_op", "all_reduce", "all_gather", "all_gather_v",
+           "all_gather_v_prepare", "all_gather_v_trigger", "all_to_all_v_prepare",
+           "all_to_all_v_trigger",
            "reduce_scatter", "all_to_all", "all_to_all_v", "collective_permute",
            "collective_permute_implicit", "collective_permute_implicit_reduce",
            "collective_permute_implicit_current_processing_rank_id", "rank_id"]

@@ -114,6 +114,12 @@ CATALOG: dict[str, str] = {
     "complete (mismatched barriers, sends or collectives)",
     "nki_collective_mismatch": "cores met in one cross-core call with different calls or "
     "operand sizes",
+    # NKI 0.7/0.8 surfaces: compile configuration, tile grids, multi-rank runs
+    "nki_invalid_compile_config": "the nki.compiler configuration is not valid (an option of "
+    "the wrong type, or one that needs another mode)",
+    "nki_invalid_grid": "the tile-grid operation is not valid for this grid or tensor",
+    "nki_rank_inputs_mismatch": "the ranks of a multi-rank run must pass tensors of one shape "
+    "and dtype and equal other arguments",
 }
 
 
@@ -168,6 +174,10 @@ class NkiUnsupportedError(NkiError, NotImplementedError):
 
 class NkiTypeError(NkiValidationError, TypeError):
     """An argument has the wrong type (dtype, tensor kind, Python type)."""
+
+
+class NkiValueError(NkiValidationError, ValueError):
+    """An argument has a wrong value; also a ``ValueError``, as AWS raises for it."""
 
 
 class NkiRaceWarning(UserWarning):

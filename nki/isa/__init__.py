@@ -12,7 +12,9 @@ from nki.ir.ops import OobMode as oob_mode
 from nki.ir.ops import ReduceCmd as reduce_cmd
 from nki.ir.target import TARGETS as _TARGETS
 from nki.lang.activation import *  # noqa: F403
-from nki.lang.collectives import core_barrier, sendrecv
+from nki.lang.lnc import isa_core_barrier as core_barrier
+from nki.lang.lnc import isa_sendrecv as sendrecv
+from nki.lang.lnc import isa_sendrecv_compute as sendrecv_compute
 from nki.lang.matmul import *  # noqa: F403
 from nki.lang.misc import (
     activate2,

@@ -194,12 +194,14 @@ def _place_hbm(program: Program, private_base: int | None) -> tuple[dict, int]:
 
 
 def allocate(program: Program, target: Target, private_base: int | None = None, *,
-             spill: bool = True) -> Program:
+             spill: bool = True, linear: bool = False) -> Program:
     """Place every tensor.
 
     ``spill``: whether the allocator being modelled spills SBUF tensors to HBM when more is
     live than fits (neuronx-cc: the legacy dialect, the current one by default) or refuses
     (NKI's linear allocator without ``nki_alloc_fallback``); see nki/jit/capacity.py.
+    ``linear``: place as ``Allocation.LINEAR`` does, by exact live ranges (a tile takes its
+    address at its first use and gives it back after its last), not our loop-friendly ones.
     ``private_base``: where this core's private HBM scratch starts (LNC launches give each
     core its own range, see ``nki.jit.specialize.specialize_cores``). Raises
     ``NkiCapacityError`` when no allocator could fit the live tensors, or PSUM does not fit.
@@ -210,7 +212,8 @@ def allocate(program: Program, target: Target, private_base: int | None = None, 
         (0, 4096)
     """
     live = walk_program(program)
-    ranges, exact = live_ranges(live), exact_ranges(live)
+    exact = exact_ranges(live)
+    ranges = exact if linear else live_ranges(live)
     plan = check_capacity(program, target, live, exact, spill=spill)
     spilled = plan.tensor_ids if plan else frozenset()
     placed, hbm_top = _place_hbm(program, private_base)

@@ -17,15 +17,16 @@ from nki.ir.printer import format_program
 from nki.ir.target import get_target
 from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
 from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
+from nki.jit.configs import check_configs, inline_nested
 from nki.jit.hbm import hbm_for_call, in_place_inputs
 from nki.jit.races import check_core_races
-from nki.jit.specialize import CoreProgram, specialize_cores
+from nki.jit.specialize import CoreProgram, Launch, specialize_cores
 from nki.jit.torch_values import is_torch_tensor
-from nki.lang.tracer import user_loc
+from nki.lang.tracer import active, user_loc
 from nki.sim.runtime import Executable, run_cores
 
 # keywords AWS's nki.jit accepts that do not change how we simulate
-_AWS_KWARGS = {"mode", "compile_config", "specialization_config", "show_compiler_tb",
+_AWS_KWARGS = {"mode", "show_compiler_tb",
                "additional_compile_opt", "experimental_flags",
                "kernel_return", "debug_kernel", "enable_out_of_bound_check", "save_neff_name",
                "save_trace_name", "artifacts_dir", "working_directory", "overwrite",
@@ -41,6 +42,8 @@ class Specialization:
     # warnings the trace raised (message, category, file, line): replayed when the program
     # is loaded from the disk cache, so a warm process warns exactly like a cold one
     warnings: list = field(default_factory=list)
+    # the kernel's nki.compiler.CompileConfig (None: the default), recorded as given
+    compile_config: object = None
 
     def replay_warnings(self) -> None:
         for message, category, filename, lineno in self.warnings:
@@ -74,6 +77,8 @@ class Kernel:
         self.fn = fn
         if "platform_target" in options:
             options.setdefault("target", options.pop("platform_target"))
+        self.compile_config, self.specialization_config = check_configs(
+            options.pop("compile_config", None), options.pop("specialization_config", None))
         unknown = set(options) - _AWS_KWARGS - set(Settings.__dataclass_fields__)
         if unknown:
             raise TypeError(f"nki.jit got unexpected keyword(s) {sorted(unknown)}")
@@ -151,28 +156,37 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         return self._specialize(args, kwargs, self._tensor_args(args))
 
-    def _specialize(self, args, kwargs, tensor_args) -> Specialization:
+    def _specialize(self, args, kwargs, tensor_args, rank=None) -> Specialization:
+        """``rank``: ``(rank, world size)`` of a multi-rank run (each rank is traced apart:
+        ``ncc.rank_id()`` is a trace-time constant)."""
         settings = self.settings()
         signature = (tuple(signature_of(a) for a in args),
                      tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())))
-        key = (signature, self._lnc, settings)
+        launch = Launch(self._lnc, rank, self.compile_config, self.specialization_config)
+        key = (signature, launch, settings)
         spec = self._cache.get(key)
         if spec is not None:
             return spec
-        disk_key = spec_key(self.fn, signature, self._lnc, settings) if settings.cache else None
+        disk_key = spec_key(self.fn, signature, launch, settings) if settings.cache else None
         disk = ProgramCache(settings.cache_dir) if disk_key else None
         spec = disk.load(disk_key) if disk else None
         if spec is None:
             target = get_target(settings.target)
             # dependencies matter only for a disk entry, and only the trace runs user code
             deps = DependencyRecorder() if disk else None
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                cores = specialize_cores(self.fn, args, kwargs, tensor_args, target,
-                                         self._lnc, settings, recorder=deps)
-                _check_core_races(cores, target, settings.check_races)
-            spec = Specialization(cores, settings, [(str(w.message), w.category, w.filename,
-                                                     w.lineno) for w in caught])
+            caught: list = []
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    cores = specialize_cores(self.fn, args, kwargs, tensor_args, target,
+                                             launch, settings, recorder=deps)
+                    _check_core_races(cores, target, settings.check_races)
+            except BaseException:
+                # what the failed trace warned about is still said (then the error)
+                Specialization([], settings, _warning_records(caught)).replay_warnings()
+                raise
+            spec = Specialization(cores, settings, _warning_records(caught),
+                                  self.compile_config)
             if disk and deps.cacheable and not any(core.files_read for core in cores):
                 disk.store(disk_key, spec, deps.snapshot())
         spec.replay_warnings()
@@ -180,6 +194,8 @@ class Kernel:
         return spec
 
     def __call__(self, *args, **kwargs):
+        if active() is not None:     # called from another kernel: a sub-kernel, inlined
+            return inline_nested(self, args, kwargs)
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
@@ -202,6 +218,10 @@ class Kernel:
         return profiles
 
 
+def _warning_records(caught) -> list:
+    return [(str(w.message), w.category, w.filename, w.lineno) for w in caught]
+
+
 def _check_core_races(cores: list[CoreProgram], target, strict: bool) -> None:
     """Two LNC cores should not write the same shared HBM bytes (each core was traced alone);
     an error when ``strict``, else a warning."""
@@ -214,7 +234,28 @@ def _check_core_races(cores: list[CoreProgram], target, strict: bool) -> None:
 def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=None):
     """Lay out HBM, run every core, copy outputs out and written inputs back. With a list
     ``profiles``, every instruction is timed and each core's InstructionProfile appended."""
-    target = get_target(spec.settings.target)
+    call = prepare_call(spec, tensor_args, profiles)
+    run_cores(call.exes, call.view, get_target(spec.settings.target))
+    return finish_call(call)
+
+
+@dataclass
+class PreparedCall:
+    """One launch with its HBM laid out and its cores ready to run (``execute``, and each
+    rank of ``nki.multi_rank_simulate``)."""
+
+    spec: Specialization
+    inputs: list
+    hbm: np.ndarray
+    view: np.ndarray
+    exes: list
+    profiles: list | None
+
+
+def prepare_call(spec: Specialization, tensor_args: dict[int, TensorArg],
+                 profiles=None) -> PreparedCall:
+    """HBM laid out for one call (inputs and constants in, outputs given the never-written
+    sentinel where needed) and one Executable per core."""
     first = spec.cores[0]
     prog = first.program
     # HBM is laid out per call: inputs and constants copied in, outputs given the NaN/4
@@ -239,9 +280,17 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
     view, tables = hbm_for_call(spec, hbm, inputs, in_place)
     exes = [Executable(c.generated, backend, table=t)
             for c, t in zip(spec.cores, tables or [None] * len(spec.cores))]
-    run_cores(exes, view, target)
-    if profiles is not None:
-        profiles.extend(e.profile for e in exes)
+    return PreparedCall(spec, inputs, hbm, view, exes, profiles)
+
+
+def finish_call(call: PreparedCall):
+    """After the cores ran: written inputs copied back, outputs as the kernel returned
+    them (numpy, or torch when torch tensors came in)."""
+    spec, inputs, hbm = call.spec, call.inputs, call.hbm
+    first = spec.cores[0]
+    prog = first.program
+    if call.profiles is not None:
+        call.profiles.extend(e.profile for e in call.exes)
     like_torch = any(ta.is_torch for ta in inputs)
     for ta, tid in zip(inputs, first.input_ids):
         if tid in first.written_inputs:

@@ -311,7 +311,7 @@ def sync_of(instr: Instr, in_loop: bool = False) -> Sync | None:
     if instr.opcode is Opcode.CORE_BARRIER:
         return Sync(instr, round=tuple(instr.attr("cores")), in_loop=in_loop)
     if instr.opcode is Opcode.SENDRECV:
-        ch = ("sendrecv", instr.attr("pipe_id"))
+        ch = ("sendrecv", instr.attr("pipe_id"), instr.attr("reduce") is not None)
         return Sync(instr, sends=((instr.attr("send_to"), ch),),
                     recvs=((instr.attr("recv_from"), ch),), in_loop=in_loop)
     if instr.opcode is Opcode.COLLECTIVE:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import inspect
+import warnings
 from dataclasses import dataclass, replace
 
-from nki.errors import fail
+from nki.errors import NkiCapacityError, fail
 from nki.ir.nodes import DYN_LOOPS, Access, Instr, Program, RecordedLoop, count_instrs, walk
 from nki.ir.ops import Opcode
 from nki.ir.printer import format_program
@@ -84,13 +85,28 @@ def _returned_view(r: NkiTensor, loc):
     return (r.offset, tuple(r.shape), tuple(r.strides), r.dtype)
 
 
-def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int, lnc: int,
-               settings) -> tuple[Program, Trace, list[int], list[int]]:
+@dataclass(frozen=True)
+class Launch:
+    """How a specialization is launched: the LNC degree, the rank of a multi-rank run
+    (``None``: the cores of the launch are the ranks), and the kernel's configs."""
+
+    lnc: int = 1
+    rank: tuple[int, int] | None = None        # (rank, world size)
+    compile_config: object = None              # nki.compiler.CompileConfig or None
+    specialization_config: object = None       # nki.compiler.SpecializationConfig or None
+
+
+def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int,
+               launch: Launch | int, settings) -> tuple[Program, Trace, list[int], list[int]]:
     from nki.lang.tracer import user_loc
 
-    trace = Trace(fn.__name__, target, core=core, num_cores=lnc,
+    launch = Launch(launch) if isinstance(launch, int) else launch
+    lnc = launch.lnc
+    rank, world = launch.rank or (core, lnc)
+    trace = Trace(fn.__name__, target, core=core, num_cores=lnc, rank=rank, world_size=world,
                   check_uninit=settings.check_uninit, precise_fp=settings.precise_fp)
     trace.launched_with_grid = lnc > 1
+    trace.configs = (launch.compile_config, launch.specialization_config)
     with trace:
         bound, in_ids = _bind_inputs(trace, fn, args, tensor_args, lnc)
         result = fn(*bound, **kwargs)
@@ -144,14 +160,35 @@ def whole(decl) -> Access:
 
 
 def run_passes(program: Program, target: Target, settings=None,
-               private_base: int | None = None) -> Program:
-    program = allocate(program, target, private_base)
+               private_base: int | None = None, compile_config=None) -> Program:
+    program = place(program, target, private_base, compile_config)
     program = lower(program, target)
     program = check_races(program, target, affine=bool(getattr(settings, "check_races", False)))
     return reroll(program)
 
 
-def specialize_cores(fn, args, kwargs, tensor_args, target, lnc, settings,
+def place(program: Program, target: Target, private_base: int | None,
+          compile_config=None) -> Program:
+    """The allocation pass as the kernel's ``CompileConfig`` asks: ``Allocation.LINEAR``
+    places by linear-scan live ranges; when those do not fit, ``nki_alloc_fallback``
+    (default True) retries with the default placement, as AWS falls back to neuronx-cc's
+    allocation, and ``nki_alloc_fallback=False`` raises the linear allocator's error."""
+    if compile_config is None or not compile_config.linear:
+        return allocate(program, target, private_base)
+    try:
+        return allocate(program, target, private_base, linear=True, spill=False)
+    except NkiCapacityError as e:
+        if not compile_config.nki_alloc_fallback:
+            raise fail(e.code, "NKI allocation (Allocation.LINEAR, nki_alloc_fallback=False) "
+                       f"ran out of memory: {e.detail}", e.loc, NkiCapacityError) from None
+        warnings.warn_explicit(f"NKI allocation (Allocation.LINEAR) ran out of memory "
+                               f"({e.code}); falling back to the default placement "
+                               "(nki_alloc_fallback=True)", UserWarning,
+                               e.loc.filename if e.loc else "<nki>", e.loc.lineno if e.loc else 0)
+    return allocate(program, target, private_base)
+
+
+def specialize_cores(fn, args, kwargs, tensor_args, target, launch: Launch, settings,
                      recorder=None) -> list[CoreProgram]:
     """Trace every core, then place and compile each. Tracing all cores first lets each
     core's private HBM scratch get its own range after the tensors the cores share.
@@ -160,12 +197,13 @@ def specialize_cores(fn, args, kwargs, tensor_args, target, lnc, settings,
     on every call and made them ~2x slower."""
     with _gc_paused():
         with recorder or contextlib.nullcontext():
-            traced = [trace_core(fn, args, kwargs, tensor_args, target, core, lnc, settings)
-                      for core in range(lnc)]
+            traced = [trace_core(fn, args, kwargs, tensor_args, target, core, launch, settings)
+                      for core in range(launch.lnc)]
         sizes = [hbm_footprint(program) for program, *_ in traced]
         shared = max(s for s, _ in sizes)
         stride = max(p for _, p in sizes)
-        return [_finish_core(t, target, settings, shared + core * stride)
+        return [_finish_core(t, target, settings, shared + core * stride,
+                             launch.compile_config)
                 for core, t in enumerate(traced)]
 
 
@@ -184,11 +222,12 @@ def _gc_paused():
             gc.enable()
 
 
-def _finish_core(traced, target, settings, private_base: int) -> CoreProgram:
+def _finish_core(traced, target, settings, private_base: int,
+                 compile_config=None) -> CoreProgram:
     program, trace, in_ids, out_ids = traced
     written = sorted({acc.tensor for s, _ in walk(program.body) if hasattr(s, "writes")
                       for _, acc in s.writes} & set(in_ids))
-    final = run_passes(program, target, settings, private_base)
+    final = run_passes(program, target, settings, private_base, compile_config)
     final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),
                                               ("loop_budget", settings.loop_budget)))
     covered = frozenset(t for t in out_ids if trace.fully_written(t))

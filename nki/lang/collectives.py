@@ -1,5 +1,7 @@
-"""Cross-core rules: ``nisa.core_barrier``, ``nisa.sendrecv`` and ``nki.collectives``
-(spec §2, §4.1). Cores are the LNC cores of one launch (``kernel[2](...)``); a rank is a core.
+"""``nki.collectives`` rules (spec §2, §4.1; NKI 0.7's prepare/trigger pairs). A rank is an
+LNC core of one launch (``kernel[2](...)``), or one rank of ``nki.multi_rank_simulate``
+(``Trace.rank`` / ``Trace.world_size``). The LNC point-to-point calls (``nki.lnc``) are in
+``nki/lang/lnc.py``.
 
 Every call becomes one instruction that the runtime runs as a host call: cores meet there
 (see ``nki/sim/emit/collectives.py``), and cores that can never meet raise
@@ -23,56 +25,28 @@ _DATA = (Memory.SBUF,) + _HBM
 _REDUCE_OPS = (Alu.add, Alu.maximum, Alu.minimum)
 
 
-def _ranks(call: Call, values, role: str) -> tuple[int, ...]:
+def ranks_of(call: Call, values, role: str, lnc: bool = False) -> tuple[int, ...]:
+    """Distinct ranks of this run: the world's ranks, or with ``lnc`` the LNC cores."""
     ranks = tuple(int(c) for c in values)
-    n = call.trace.num_cores
+    n = call.trace.num_cores if lnc else call.trace.world_size
     bad = [c for c in ranks if not 0 <= c < n]
     if bad or len(set(ranks)) != len(ranks):
+        what = ("cores of this launch" if lnc or n == call.trace.num_cores
+                else "ranks of this multi-rank run")
         raise call.error("nki_invalid_argument", f"{role}={tuple(values)!r} must name distinct "
-                         f"cores of this launch (0..{n - 1}); launch with kernel[2](...) for "
-                         "two cores")
+                         f"{what} (0..{n - 1}); launch with kernel[2](...) for two cores")
     return ranks
 
 
-def core_barrier(data, cores, engine=None, name=""):
-    """Wait until every core in ``cores`` reached this barrier (LNC launches).
-
-    ``data`` is the shared HBM tensor the cores synchronise on (it is not accessed).
-
-    Example:
-        >>> nisa.core_barrier(data=out, cores=(0, 1))  # doctest: +SKIP
-    """
-    call = Call("nisa.core_barrier")
-    d = call.tensor(data, "data", _DATA)
-    group = _ranks(call, cores, "cores")
-    if call.trace.core not in group:
-        raise call.error("nki_invalid_argument", f"core {call.trace.core} calls a barrier of "
-                         f"cores {group} it is not part of")
-    ins = Instr(Opcode.CORE_BARRIER, (), (("data", acc(d)),), (("cores", tuple(sorted(group))),),
-                call.loc, name)
-    return call.trace.emit(ins, api=call.api)
-
-
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None, name=""):
-    """Send ``src`` to core ``send_to_rank`` and receive ``dst`` from ``recv_from_rank``.
-
-    Bit-exact; ``src`` and ``dst`` have the same dtype and element count. Sends are buffered,
-    so two cores may exchange with each other in one call each.
-
-    Example:
-        >>> nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me,
-        ...               pipe_id=0)  # doctest: +SKIP
-    """
-    call = Call("nisa.sendrecv")
-    s, d = call.tensor(src, "src", _DATA), call.tensor(dst, "dst", _DATA)
-    to, frm = _ranks(call, (send_to_rank,), "send_to_rank")[0], \
-        _ranks(call, (recv_from_rank,), "recv_from_rank")[0]
-    if s.dtype != d.dtype or s.size != d.size:
-        raise call.error("nki_shape_mismatch", f"src ({s.dtype.name}, {s.size} elements) and "
-                         f"dst ({d.dtype.name}, {d.size} elements) must match")
-    attrs = (("send_to", to), ("recv_from", frm), ("pipe_id", int(pipe_id or 0)))
-    ins = Instr(Opcode.SENDRECV, (("dst", acc(d)),), (("src", acc(s)),), attrs, call.loc, name)
-    return call.trace.emit(ins, api=call.api)
+def check_priority(call: Call, priority) -> int | None:
+    """``priority=``: a DMA quality-of-service class, 0 (highest) to 3 (lowest), or None.
+    The simulator has no DMA timing, so a valid class changes nothing."""
+    if priority is None:
+        return None
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= 3:
+        raise call.error("nki_invalid_argument", f"priority={priority!r} must be None or an "
+                         "int from 0 (highest) to 3 (lowest)")
+    return priority
 
 
 # ----- nki.collectives ---------------------------------------------------------------------
@@ -119,7 +93,7 @@ def rank_id(name: str = "") -> int:
     Example:
         >>> me = ncc.rank_id()  # doctest: +SKIP
     """
-    return Call("nki.collectives.rank_id").trace.core
+    return Call("nki.collectives.rank_id").trace.rank
 
 
 def _my_group(call: Call, replica_group) -> tuple[int, ...]:
@@ -127,14 +101,14 @@ def _my_group(call: Call, replica_group) -> tuple[int, ...]:
     seen: set[int] = set()
     mine = None
     for rl in lists:
-        ranks = _ranks(call, rl, "replica_group")
+        ranks = ranks_of(call, rl, "replica_group")
         if seen & set(ranks):
             raise call.error("nki_invalid_argument", "replica_group rank-lists must not overlap")
         seen |= set(ranks)
-        if call.trace.core in ranks:
+        if call.trace.rank in ranks:
             mine = ranks
     if mine is None:
-        raise call.error("nki_invalid_argument", f"core {call.trace.core} is in no rank-list "
+        raise call.error("nki_invalid_argument", f"rank {call.trace.rank} is in no rank-list "
                          f"of replica_group {lists!r}")
     return mine
 
@@ -147,8 +121,10 @@ def _tensors(call: Call, values, role: str) -> list[NkiTensor]:
     return [call.tensor(t, f"{role}[{i}]", _DATA) for i, t in enumerate(items)]
 
 
-def _collective(api: str, kind: str, srcs, dsts, replica_group, op=None, dim=0, name=""):
+def _collective(api: str, kind: str, srcs, dsts, replica_group, op=None, dim=0, name="",
+                priority=None):
     call = Call(api)
+    check_priority(call, priority)
     s, d = _tensors(call, srcs, "srcs"), _tensors(call, dsts, "dsts")
     if len(s) != len(d):
         raise call.error("nki_invalid_argument", f"{len(s)} srcs but {len(d)} dsts")
@@ -198,7 +174,7 @@ def all_reduce(srcs, dsts, replica_group, op, priority=None, name=""):
         ...                op=nl.add)  # doctest: +SKIP
     """
     return _collective("nki.collectives.all_reduce", "all_reduce", srcs, dsts, replica_group,
-                       op, 0, name)
+                       op, 0, name, priority)
 
 
 def all_gather(srcs, dsts, replica_group, collective_dim=0, priority=None, name=""):
@@ -209,7 +185,7 @@ def all_gather(srcs, dsts, replica_group, collective_dim=0, priority=None, name=
         ...                collective_dim=0)  # doctest: +SKIP
     """
     return _collective("nki.collectives.all_gather", "all_gather", srcs, dsts, replica_group,
-                       None, collective_dim, name)
+                       None, collective_dim, name, priority)
 
 
 def reduce_scatter(srcs, dsts, replica_group, collective_dim=0, op=None, priority=None,
@@ -221,7 +197,7 @@ def reduce_scatter(srcs, dsts, replica_group, collective_dim=0, op=None, priorit
         ...                    op=nl.add)  # doctest: +SKIP
     """
     return _collective("nki.collectives.reduce_scatter", "reduce_scatter", srcs, dsts,
-                       replica_group, op, collective_dim, name)
+                       replica_group, op, collective_dim, name, priority)
 
 
 def all_to_all(srcs, dsts, replica_group, collective_dim=0, priority=None, name=""):
@@ -231,7 +207,7 @@ def all_to_all(srcs, dsts, replica_group, collective_dim=0, priority=None, name=
         >>> ncc.all_to_all(srcs=[x], dsts=[y], replica_group=rg, collective_dim=0)  # doctest: +SKIP
     """
     return _collective("nki.collectives.all_to_all", "all_to_all", srcs, dsts, replica_group,
-                       None, collective_dim, name)
+                       None, collective_dim, name, priority)
 
 
 def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=""):
@@ -246,12 +222,13 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=""):
     if len(s) != 1 or len(d) != 1:
         raise call.error("nki_invalid_argument", "collective_permute takes exactly one src "
                          "and one dst")
-    me = call.trace.core
-    pairs = [tuple(_ranks(call, p, "source_target_pairs")) for p in source_target_pairs]
+    check_priority(call, priority)
+    me = call.trace.rank
+    pairs = [tuple(ranks_of(call, p, "source_target_pairs")) for p in source_target_pairs]
     to = [t for a, t in pairs if a == me]
     frm = [a for a, t in pairs if t == me]
     if len(to) > 1 or len(frm) > 1:
-        raise call.error("nki_invalid_argument", f"core {me} may send and receive at most once "
+        raise call.error("nki_invalid_argument", f"rank {me} may send and receive at most once "
                          f"in source_target_pairs {pairs!r}")
     if s[0].dtype != d[0].dtype or s[0].size != d[0].size:
         raise call.error("nki_shape_mismatch", "src and dst must have the same dtype and size")
@@ -264,8 +241,18 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=""):
 
 # ----- variable-size collectives: all_gather_v / all_to_all_v ------------------------------
 def _v_collective(api: str, kind: str, srcs, dsts, replica_group, metadata_tensor,
-                  recv_counts_known: bool, has_rdispls: bool, name: str) -> Instr:
+                  recv_counts_known: bool, has_rdispls: bool, name: str,
+                  priority=None) -> Instr:
     call = Call(api)
+    check_priority(call, priority)
+    s, d, group, meta = _v_operands(call, kind, srcs, dsts, replica_group, metadata_tensor,
+                                    has_rdispls)
+    return _v_emit(call, kind, s, d, group, meta, meta, recv_counts_known, has_rdispls, name)
+
+
+def _v_operands(call: Call, kind: str, srcs, dsts, replica_group, metadata_tensor,
+                has_rdispls: bool):
+    """The checked ``(src, dst, rank-list, metadata)`` of a variable-size collective."""
     s, d = _tensors(call, srcs, "srcs"), _tensors(call, dsts, "dsts")
     if len(s) != 1 or len(d) != 1:
         raise call.error("nki_invalid_argument", f"{kind} takes exactly one src and one dst")
@@ -277,15 +264,66 @@ def _v_collective(api: str, kind: str, srcs, dsts, replica_group, metadata_tenso
         raise call.error("nki_dtype_mismatch", f"{kind} moves bits: srcs[0] is "
                          f"{s[0].dtype.name} but dsts[0] is {d[0].dtype.name}")
     group = _my_group(call, replica_group)
-    meta = _metadata(call, metadata_tensor, len(group), bool(has_rdispls))
-    writes = (("dst0", acc(d[0])),)
-    if not recv_counts_known:      # row 2 (recv_counts) is an output
-        writes += (("meta_out", acc(meta)),)
+    return s[0], d[0], group, _metadata(call, metadata_tensor, len(group), bool(has_rdispls))
+
+
+def _v_emit(call: Call, kind: str, s: NkiTensor, d: NkiTensor, group, meta_in: NkiTensor,
+            meta_out: NkiTensor, recv_counts_known: bool, has_rdispls: bool,
+            name: str) -> Instr:
+    """The collective reads its counts from ``meta_in``; unless ``recv_counts_known``, row 2
+    (recv_counts) of ``meta_out`` receives the counts."""
+    writes = (("dst0", acc(d)),)
+    if not recv_counts_known:
+        writes += (("meta_out", acc(meta_out)),)
     attrs = (("kind", kind), ("group", group), ("recv_known", bool(recv_counts_known)),
              ("rdispls", bool(has_rdispls)))
-    ins = Instr(Opcode.COLLECTIVE_V, writes, (("src0", acc(s[0])), ("meta", acc(meta))),
-                attrs, call.loc, name)
+    ins = Instr(Opcode.COLLECTIVE_V, writes, (("src0", acc(s)), ("meta", acc(meta_in))),
+                attrs, call.loc, name or "")
     return call.trace.emit(ins, api=call.api)
+
+
+def _intervening(call: Call):
+    _, api, loc = call.trace.pending_prepare
+    return call.error("nki_invalid_argument", f"{api} at {loc.short if loc else '?'} is not "
+                      "triggered yet: prepares share one slot, so each prepare must be "
+                      "followed by exactly one trigger with no other prepare between")
+
+
+def _v_prepare(api: str, kind: str, srcs, dsts, replica_group, metadata_tensor,
+               recv_counts_known: bool, has_rdispls: bool, priority, name) -> Instr:
+    """The prepare half: checks everything and reads ``metadata_tensor`` now (into a
+    snapshot the trigger uses); ``srcs``/``dsts`` are not read until the trigger."""
+    from nki.lang.creation import ndarray
+    from nki.lang.dma import dma_copy
+
+    call = Call(api)
+    check_priority(call, priority)
+    if call.trace.pending_prepare is not None:
+        raise _intervening(call)
+    s, d, group, meta = _v_operands(call, kind, srcs, dsts, replica_group, metadata_tensor,
+                                    has_rdispls)
+    buffer = Memory.SBUF if meta.buffer is Memory.SBUF else Memory.PRIVATE_HBM
+    snapshot = ndarray(meta.shape, meta.dtype, buffer=buffer, name=f"{kind}_prepared_meta")
+    handle = dma_copy(dst=snapshot, src=meta, name=name or "")
+    call.trace.pending_prepare = ((handle, kind, s, d, group, snapshot, meta,
+                                   bool(recv_counts_known), bool(has_rdispls)), api, call.loc)
+    return handle
+
+
+def _v_trigger(api: str, kind: str, prepare_instr, name) -> Instr:
+    """The trigger half: runs the collective its prepare set up."""
+    call = Call(api)
+    pending = call.trace.pending_prepare
+    if pending is None:
+        raise call.error("nki_invalid_argument", "no prepare is waiting for this trigger "
+                         f"(call nki.collectives.{kind}_prepare first)")
+    handle, pkind, s, d, group, snapshot, meta, known, rdispls = pending[0]
+    if prepare_instr is not handle or pkind != kind:
+        raise call.error("nki_invalid_argument", f"prepare_instr must be the instruction the "
+                         f"pending {pending[1]} at {pending[2].short if pending[2] else '?'} "
+                         "returned")
+    call.trace.pending_prepare = None
+    return _v_emit(call, kind, s, d, group, snapshot, meta, known, rdispls, name)
 
 
 def _metadata(call: Call, value, n: int, rdispls: bool) -> NkiTensor:
@@ -318,7 +356,8 @@ def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: 
         ...                  metadata_tensor=meta)  # doctest: +SKIP
     """
     return _v_collective("nki.collectives.all_to_all_v", "all_to_all_v", srcs, dsts,
-                         replica_group, metadata_tensor, recv_counts_known, has_rdispls, name)
+                         replica_group, metadata_tensor, recv_counts_known, has_rdispls, name,
+                         priority)
 
 
 def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: bool = False,
@@ -332,7 +371,59 @@ def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: 
         ...                  metadata_tensor=meta)  # doctest: +SKIP
     """
     return _v_collective("nki.collectives.all_gather_v", "all_gather_v", srcs, dsts,
-                         replica_group, metadata_tensor, recv_counts_known, has_rdispls, name)
+                         replica_group, metadata_tensor, recv_counts_known, has_rdispls, name,
+                         priority)
+
+
+def all_to_all_v_prepare(srcs, dsts, replica_group, metadata_tensor,
+                         recv_counts_known: bool = False, has_rdispls: bool = False,
+                         priority=None, name=None) -> Instr:
+    """Begin a split :func:`all_to_all_v`: reads ``metadata_tensor`` now (it must hold its
+    counts already), not ``srcs``/``dsts``. Follow it with exactly one
+    :func:`all_to_all_v_trigger` and no other prepare or v-collective in between.
+
+    Example:
+        >>> p = ncc.all_to_all_v_prepare(srcs=[x], dsts=[y], replica_group=rg,
+        ...                              metadata_tensor=meta)        # doctest: +SKIP
+        >>> ncc.all_to_all_v_trigger(p)                                 # doctest: +SKIP
+    """
+    return _v_prepare("nki.collectives.all_to_all_v_prepare", "all_to_all_v", srcs, dsts,
+                      replica_group, metadata_tensor, recv_counts_known, has_rdispls,
+                      priority, name)
+
+
+def all_to_all_v_trigger(prepare_instr, name=None) -> Instr:
+    """Run the :func:`all_to_all_v` that ``prepare_instr`` (its prepare's result) set up.
+
+    Example:
+        >>> ncc.all_to_all_v_trigger(p)                                 # doctest: +SKIP
+    """
+    return _v_trigger("nki.collectives.all_to_all_v_trigger", "all_to_all_v", prepare_instr,
+                      name)
+
+
+def all_gather_v_prepare(srcs, dsts, replica_group, metadata_tensor,
+                         recv_counts_known: bool = False, has_rdispls: bool = False,
+                         priority=None, name=None) -> Instr:
+    """Begin a split :func:`all_gather_v` (the rules of :func:`all_to_all_v_prepare`).
+
+    Example:
+        >>> p = ncc.all_gather_v_prepare(srcs=[x], dsts=[y], replica_group=rg,
+        ...                              metadata_tensor=meta)        # doctest: +SKIP
+    """
+    return _v_prepare("nki.collectives.all_gather_v_prepare", "all_gather_v", srcs, dsts,
+                      replica_group, metadata_tensor, recv_counts_known, has_rdispls,
+                      priority, name)
+
+
+def all_gather_v_trigger(prepare_instr, name=None) -> Instr:
+    """Run the :func:`all_gather_v` that ``prepare_instr`` set up.
+
+    Example:
+        >>> ncc.all_gather_v_trigger(p)                                 # doctest: +SKIP
+    """
+    return _v_trigger("nki.collectives.all_gather_v_trigger", "all_gather_v", prepare_instr,
+                      name)
 
 
 # ----- ring permutes: collective_permute_implicit(_reduce) --------------------------------
@@ -351,14 +442,16 @@ def _channels(call: Call, lists: list, channel_ids) -> list[int]:
     return ids
 
 
-def _ring(api: str, srcs0, srcs1, dsts, replica_group, op, channel_ids, name: str):
+def _ring(api: str, srcs0, srcs1, dsts, replica_group, op, channel_ids, name: str,
+          priority=None):
     call = Call(api)
+    check_priority(call, priority)
     lists = [("srcs_by_channel" if srcs1 is None else "srcs0_by_channel", list(srcs0)),
              ("dsts_by_channel", list(dsts))] + \
         ([] if srcs1 is None else [("srcs1_by_channel", list(srcs1))])
     ids = _channels(call, lists, channel_ids)
     group = _my_group(call, replica_group)
-    me = group.index(call.trace.core)
+    me = group.index(call.trace.rank)
     ring = (group[(me + 1) % len(group)], group[(me - 1) % len(group)])
     alu = None if srcs1 is None else _reduce_op(call, op)
     for ch in ids:
@@ -397,7 +490,7 @@ def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group,
         ... # doctest: +SKIP
     """
     _ring("nki.collectives.collective_permute_implicit", srcs_by_channel, None,
-          dsts_by_channel, replica_group, None, channel_ids, name)
+          dsts_by_channel, replica_group, None, channel_ids, name, priority)
 
 
 def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel,
@@ -412,7 +505,7 @@ def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_
         ...                                        op=nl.add)  # doctest: +SKIP
     """
     _ring("nki.collectives.collective_permute_implicit_reduce", srcs0_by_channel,
-          srcs1_by_channel, dsts_by_channel, replica_group, op, channel_ids, name)
+          srcs1_by_channel, dsts_by_channel, replica_group, op, channel_ids, name, priority)
 
 
 def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group,
@@ -433,7 +526,7 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id, replica
     api = "nki.collectives.collective_permute_implicit_current_processing_rank_id"
     call = Call(api)
     group = _my_group(call, replica_group)
-    me = group.index(call.trace.core)
+    me = group.index(call.trace.rank)
     if isinstance(iteration_id, VirtualRegister):
         return _rank_at_run_time(iteration_id, group, me)
     if isinstance(iteration_id, RegExpr) or isinstance(iteration_id, bool) or \

@@ -110,11 +110,23 @@ def full(shape, fill_value, dtype, buffer=sbuf, name: str = "") -> NkiTensor:
 
 def zeros_like(x: NkiTensor, dtype=None, buffer=None, name: str = "") -> NkiTensor:
     """Zeros with ``x``'s shape (and dtype/buffer unless given)."""
+    if not isinstance(x, NkiTensor):   # a grid's shape counts tiles, not elements
+        raise Call("nl.zeros_like").error("nki_invalid_grid", "zeros_like takes a tensor; for "
+                                          "a grid use nl.empty_like and memset its .data")
     return _filled("nl.zeros_like", x.shape, dtype or x.dtype, buffer or x.buffer, name, 0)
 
 
-def empty_like(x: NkiTensor, dtype=None, buffer=None, name: str = "") -> NkiTensor:
-    """An uninitialised tensor shaped like ``x``."""
+def empty_like(x, dtype=None, buffer=None, name: str = ""):
+    """Uninitialised storage with ``x``'s geometry: a tensor shaped like a tensor, or a grid
+    with a grid's tiles (and blocks) and selection (NKI 0.7).
+
+    Example:
+        >>> slot = nl.empty_like(tiles[i, j], buffer=nl.sbuf)   # doctest: +SKIP
+    """
+    from nki.lang.grid import NkiGrid, alloc_like
+
+    if isinstance(x, NkiGrid):
+        return alloc_like(x, dtype, buffer, name)
     return _create(Call("nl.empty_like"), x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 

@@ -90,6 +90,12 @@ class NkiTensor:
         return self._off
 
     @property
+    def data(self) -> NkiTensor:
+        """The tensor itself: the operand a grid's ``.data`` gives, so code written for
+        grids and tensors alike can ask any of them for ``.data`` (NKI 0.7)."""
+        return self
+
+    @property
     def decl(self) -> TensorDecl:
         return self._decl
 

@@ -85,11 +85,21 @@ class Trace:
     """Everything recorded while one kernel's Python runs for one core."""
 
     def __init__(self, name: str, target: Target, *, core: int = 0, num_cores: int = 1,
+                 rank: int | None = None, world_size: int | None = None,
                  check_uninit: bool = False, precise_fp: bool = True):
         self.name = name
         self.target = target
         self.core = core
         self.num_cores = num_cores
+        # the collective rank and world: the LNC cores themselves, unless a multi-rank run
+        # (nki.multi_rank_simulate) makes each launch one rank of several
+        self.rank = core if rank is None else rank
+        self.world_size = num_cores if world_size is None else world_size
+        # the top-level kernel's (CompileConfig, SpecializationConfig): nested kernels are
+        # checked against them
+        self.configs: tuple = (None, None)
+        # a collective prepare (all_to_all_v_prepare, ...) waiting for its trigger
+        self.pending_prepare = None
         self.check_uninit = check_uninit
         self.precise_fp = precise_fp
         self.tensors: dict[int, TensorDecl] = {}
@@ -131,6 +141,10 @@ class Trace:
             raise fail("err_dynamic_control_flow_not_supported",
                        f"the truth value of register r{reg} was tested outside a 'while' loop "
                        "(e.g. 'if reg:'); registers only drive runtime loops", loc)
+        if exc[0] is None and self.pending_prepare is not None:
+            api, loc = self.pending_prepare[1:]
+            raise fail("nki_invalid_argument", f"{api} is never triggered: each prepare must "
+                       "be followed by exactly one trigger before the kernel ends", loc)
 
     # ----- tensors -------------------------------------------------------------------------
     def new_tensor(self, memory: Memory, shape: tuple[int, ...], dtype: DType, *,

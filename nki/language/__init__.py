@@ -91,9 +91,19 @@ def copy(x, dtype=None):
 # random numbers, printing and scheduling (nki/lang/rng.py, nki/lang/misc.py)
 # runtime loops and indirect gathers (nki/lang/control.py, nki/lang/indirect.py)
 from nki.lang.control import dynamic_range, fori_loop, while_loop  # noqa: E402
+from nki.lang.grid import (  # noqa: E402 - tile grids (NKI 0.7)
+    NkiBlockGrid,
+    NkiGrid,
+    NkiTileGrid,
+    alloc_blocks,
+    alloc_tiles,
+    blocks,
+    tiles,
+)
 from nki.lang.indirect import gather_flattened  # noqa: E402
 from nki.lang.misc import device_print, no_reorder  # noqa: E402
 from nki.lang.rng import rand, random_seed  # noqa: E402
+from nki.lang.stream import NkiStreamBuffers, alloc_stream_buffers  # noqa: E402
 
 
 def _unary_alu(alu: _Alu, x, dtype=None):

@@ -201,9 +201,12 @@ def _over_budget(core: int, g: Generated, loopvars: np.ndarray) -> NkiRuntimeErr
                 "more", loc, NkiRuntimeError)
 
 
-def run_cores(exes: list[Executable], hbm: np.ndarray, target: Target) -> None:
-    """Run one program per core over a shared HBM; cores run concurrently (nogil code):
-    core 0 on the calling thread, the others in threads.
+def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
+              target: Target) -> None:
+    """Run one program per core; cores run concurrently (nogil code) and meet in one
+    ``Launch``: core 0 on the calling thread, the others in threads. ``hbm``: the HBM the
+    cores share (an LNC launch), or one per core (the ranks of a multi-rank run: separate
+    devices whose only link is the collectives).
 
     Ctrl-C stops a run within one instruction (nki/sim/interrupt.py) and raises
     KeyboardInterrupt naming the instruction each core was about to run."""
@@ -211,15 +214,17 @@ def run_cores(exes: list[Executable], hbm: np.ndarray, target: Target) -> None:
         exe.prepare()
     errors: list = []
     launch = host.Launch(len(exes))
+    hbms = hbm if isinstance(hbm, list) else [hbm] * len(exes)
     runs = [_CoreRun(exe, i) for i, exe in enumerate(exes)]
-    threads = [threading.Thread(target=_run_core, args=(r, hbm, target, errors, launch),
-                                name=f"nki-core-{r.core}", daemon=True) for r in runs[1:]]
+    threads = [threading.Thread(target=_run_core, args=(r, h, target, errors, launch),
+                                name=f"nki-core-{r.core}", daemon=True)
+               for r, h in zip(runs[1:], hbms[1:])]
     signalled = False
     with interrupt.watching([r.loopvars for r in runs]):
         for t in threads:
             t.start()
         try:
-            _run_core(runs[0], hbm, target, errors, launch)
+            _run_core(runs[0], hbms[0], target, errors, launch)
             for r in runs[1:]:
                 # short waits: Python runs a signal's handler only when the main thread is
                 # back in its eval loop, which a wait without timeout may not be for long

@@ -1,8 +1,13 @@
 """Every public name of the current NKI dialect in spec §3 (``nki.language``), §4
-(``nki.isa``) and §2 (``nki.collectives``) exists in our namespaces.
+(``nki.isa``), §2 (``nki.collectives``) and §10 (NKI 0.7/0.8: tile grids and stream
+buffers, ``nki.lnc``, the prepare/trigger collectives, ``nki.compiler``,
+``nki.multi_rank_simulate``) exists in our namespaces.
 
-The lists are copied by hand from /work/shared/nki-spec.md (sections cited per group); the
-only names left out are in EXCLUDED, each with its reason.
+The lists are copied by hand from /work/shared/nki-spec.md and, for §10, from AWS's newest
+API reference pages (Neuron 2.33/2.34: nki.language.tiles / blocks / alloc_tiles /
+alloc_blocks / alloc_stream_buffers / NkiGrid / NkiTileGrid / NkiBlockGrid /
+NkiStreamBuffers, nki.lnc, nki.collectives.*_prepare / *_trigger, nki.compiler.*); the only
+names left out are in EXCLUDED, each with its reason.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ LANGUAGE = {
                    "tfloat32 float8_e4m3 float8_e5m2 float8_e4m3fn float8_e8m0fnu "
                    "float8_e5m2_x4 float8_e4m3fn_x4 float4_e2m1fn_x4 fp32 bfp16 tile_size",
     "§8 classes": "NkiTensor NKIObject",
+    "§10 tile grids (0.7)": "tiles blocks alloc_tiles alloc_blocks NkiGrid NkiTileGrid "
+                            "NkiBlockGrid",
+    "§10 stream buffers (0.7)": "alloc_stream_buffers NkiStreamBuffers",
 }
 
 ISA = {
@@ -50,6 +58,7 @@ ISA = {
     "§4.1 dma": "dma_copy dma_transpose dma_compute",
     "§4.1 rng": "rng rand2 set_rng_seed rand_set_state rand_get_state",
     "§4.1 cross-core": "core_barrier sendrecv",
+    "§10 deprecated LNC spellings (0.8)": "sendrecv_compute",
     "§1.5/§4.1 registers": "register_alloc register_move register_load register_store",
     "§4.2 enums": "engine reduce_cmd dge_mode oob_mode matmul_perf_mode nc_version dma_engine "
                   "tensor_engine vector_engine scalar_engine gpsimd_engine unknown_engine "
@@ -60,7 +69,36 @@ COLLECTIVES = {
     "§2 nki.collectives": "all_reduce all_gather all_gather_v reduce_scatter all_to_all "
                           "all_to_all_v collective_permute collective_permute_implicit "
                           "collective_permute_implicit_reduce rank_id ReplicaGroup",
+    "§10 prepare/trigger (0.7)": "all_to_all_v_prepare all_to_all_v_trigger "
+                                 "all_gather_v_prepare all_gather_v_trigger",
 }
+
+LNC = {"§10 nki.lnc (0.8)": "core_barrier sendrecv sendrecv_compute"}
+
+COMPILER = {
+    "§10 nki.compiler (0.7/0.8)": "CompileConfig SpecializationConfig Allocation "
+                                  "AddressRotation OptLevel AllocationMode "
+                                  "SchedulingHeuristic",
+}
+
+TOP = {"§10 nki (0.7)": "jit simulate cpu_simulate multi_rank_simulate multi_rank_execute"}
+
+# CompileConfig's options in AWS's reference (2026-11): each is a field of ours
+COMPILE_OPTIONS = ("allocation scheduling opt_level experimental_allocation_mode "
+                   "experimental_scheduling_heuristic address_rotation barrier_check "
+                   "dead_code_elim nki_alloc_fallback sbuf_allocation_fallback "
+                   "non_ssa_legalization prefetch_auto split_reused_buffers tensor_copy_elim "
+                   "dma_copy_elim element_widening engine_balancing register_load_reuse "
+                   "remove_unused_instructions remove_overwritten_writes")
+
+# the members AWS's reference lists for each nki.compiler enum
+ENUM_MEMBERS = {"Allocation": "COLORING LINEAR", "OptLevel": "O0 O1 O2",
+                "AllocationMode": "RING FAST MAX_REUSE",
+                "SchedulingHeuristic": "ASAP CRITICAL_PATH DMA_PREFETCH TRIVIAL"}
+
+# the attributes AWS's reference lists for the grid classes
+GRID_ATTRIBUTES = ("buffer data dtype element_shape index_step_elements "
+                   "is_data_representable is_remainder shape tile_shape")
 
 # Names the spec lists that the current dialect does not have (each with the reason).
 EXCLUDED = {
@@ -82,7 +120,8 @@ EXCLUDED = {
 
 def _cases():
     for module, groups in (("nki.language", LANGUAGE), ("nki.isa", ISA),
-                           ("nki.collectives", COLLECTIVES)):
+                           ("nki.collectives", COLLECTIVES), ("nki.lnc", LNC),
+                           ("nki.compiler", COMPILER), ("nki", TOP)):
         for section, names in groups.items():
             for name in names.split():
                 yield pytest.param(module, name, id=f"{module}.{name}[{section}]")
@@ -100,3 +139,28 @@ def test_exclusions_are_really_absent_or_legacy():
     for full in EXCLUDED:
         module, name = full.rsplit(".", 1)
         assert not hasattr(importlib.import_module(module), name), f"{full} exists now"
+
+
+def test_compile_config_options_and_enums():
+    from dataclasses import fields
+
+    from nki import compiler
+
+    ours = {f.name for f in fields(compiler.CompileConfig)}
+    missing = set(COMPILE_OPTIONS.split()) - ours
+    assert not missing, f"CompileConfig lacks {sorted(missing)}"
+    assert [f.name for f in fields(compiler.SpecializationConfig)] == \
+        ["allow_nested_config_override"]
+    for enum_name, members in ENUM_MEMBERS.items():
+        assert [m.name for m in getattr(compiler, enum_name)] == members.split(), enum_name
+
+
+def test_grid_classes_have_the_documented_attributes():
+    import nki.language as nl
+
+    for cls in (nl.NkiGrid, nl.NkiTileGrid, nl.NkiBlockGrid):
+        missing = [a for a in GRID_ATTRIBUTES.split() if not hasattr(cls, a)]
+        assert not missing, f"{cls.__name__} lacks {missing}"
+    assert hasattr(nl.NkiBlockGrid, "block_shape")
+    assert issubclass(nl.NkiTileGrid, nl.NkiGrid) and issubclass(nl.NkiBlockGrid, nl.NkiGrid)
+    assert hasattr(nl.NkiStreamBuffers, "num_slots")

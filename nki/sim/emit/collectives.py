@@ -364,18 +364,25 @@ def _core_barrier(call: HostCall) -> None:
 
 @host_op(Opcode.SENDRECV)
 def _sendrecv(call: HostCall) -> None:
-    """ints: send_to, recv_from, pipe_id. operands: dst, src (raw bits; equal dtypes)."""
-    send_to, recv_from, pipe = (int(v) for v in call.irow[2:5])
+    """ints: send_to, recv_from, pipe_id, reduce op (-1: a plain sendrecv). operands: dst,
+    src (equal dtypes; raw bits, or fp32 values reduced with the peer's for
+    sendrecv_compute)."""
+    send_to, recv_from, pipe, op = (int(v) for v in call.irow[2:6])
     text, loc = call.where()
     launch, me = call.ctx.launch, call.ctx.core
-    data = call.bits(1)
-    launch.send(me, send_to, ("sendrecv", pipe), data)
-    got = launch.receive(recv_from, me, ("sendrecv", pipe),
+    mine = call.bits(1) if op < 0 else call.f32(1)
+    # the reduce flag is part of the channel: a sendrecv never pairs with a sendrecv_compute
+    box = ("sendrecv", pipe, op >= 0)
+    launch.send(me, send_to, box, mine)
+    got = launch.receive(recv_from, me, box,
                          f"{text} (receiving from core {recv_from}, pipe {pipe})", loc)
     if got.size != call.shape(0)[0] * call.shape(0)[1]:
         raise fail("nki_collective_mismatch", f"{text}: core {me} receives {got.size} elements "
                    f"from core {recv_from} into a dst of {call.shape(0)}", loc, NkiRuntimeError)
-    call.put_bits(0, got)
+    if op < 0:
+        call.put_bits(0, got)
+    else:
+        call.put_f32(0, _REDUCE[op](mine, got.reshape(mine.shape)).astype(np.float32))
 
 
 def _split(a: np.ndarray, parts: int, dim: int) -> list[np.ndarray]:
@@ -459,7 +466,8 @@ def _send_chunks(call: HostCall, meta: np.ndarray, src: np.ndarray) -> dict:
 @host_op(Opcode.COLLECTIVE_V)
 def _collective_v(call: HostCall) -> None:
     """ints: kind, recv_counts_known, has_rdispls, group size, members. operands: dst, src,
-    metadata (rows x n uint32; row 2 written unless recv_counts_known)."""
+    metadata read (rows x n uint32), metadata written (row 2, unless recv_counts_known; the
+    same tensor except after a prepare, whose snapshot is read)."""
     kind, known, rdispls = (int(v) for v in call.irow[2:5])
     group = _group(call.irow, 5)
     text, loc = call.where()
@@ -480,8 +488,10 @@ def _collective_v(call: HostCall) -> None:
         dst[start:start + data.size] = data
         meta[2, s] = data.size
     call.put_bits(0, dst.reshape(call.shape(0)))
-    if not known:
-        call.put_bits(2, meta.reshape(call.shape(2)))
+    if not known:   # only row 2 is written (the rest may have changed since a prepare)
+        written = call.bits(3).reshape(-1, n)
+        written[2] = meta[2]
+        call.put_bits(3, written.reshape(call.shape(3)))
 
 
 @host_op(Opcode.PERMUTE_IMPLICIT)
@@ -564,7 +574,9 @@ def encode_core_barrier(ins, w, ops):
 
 @emitter(Opcode.SENDRECV, host_call)
 def encode_sendrecv(ins, w, ops):
-    w.ints(ins.attr("send_to"), ins.attr("recv_from"), ins.attr("pipe_id"))
+    reduce = ins.attr("reduce")
+    w.ints(ins.attr("send_to"), ins.attr("recv_from"), ins.attr("pipe_id"),
+           -1 if reduce is None else int(reduce))
     w.operand(ops["dst"]).operand(ops["src"])
 
 
@@ -591,7 +603,8 @@ def encode_collective_v(ins, w, ops):
     group = ins.attr("group")
     w.ints(_V_KINDS.index(ins.attr("kind")), int(ins.attr("recv_known")),
            int(ins.attr("rdispls")), len(group), *group)
-    w.operand(ops["dst0"]).operand(ops["src0"]).operand(ops["meta"])
+    w.operand(ops["dst0"]).operand(ops["src0"]).operand(ops["meta"]).operand(
+        ops.get("meta_out"))
 
 
 @emitter(Opcode.PERMUTE_IMPLICIT, host_call)
