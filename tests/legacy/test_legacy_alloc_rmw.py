@@ -4,13 +4,13 @@ read-modify-write (``nisa.dma_copy(dst_rmw_op=np.add)``, ``nl.atomic_rmw``) and
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 import neuronxcc.nki as nki
 import neuronxcc.nki.compiler as ncc
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
+import numpy as np
+import pytest
+
 from nki.errors import NkiValidationError
 
 # ----- direct allocation ----------------------------------------------------------------------

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
+import numpy as np
+import pytest
+
 from nki.errors import NkiError
 
 _SOURCE = Path(__file__).read_text().splitlines()

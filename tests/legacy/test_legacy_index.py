@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
 from nki.legacy.index import Predicate
 from nki.legacy.mask import rectangle
 

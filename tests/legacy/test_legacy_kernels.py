@@ -3,11 +3,10 @@ against numpy, under both backends."""
 
 from __future__ import annotations
 
-import numpy as np
-
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
+import numpy as np
 
 # ----- elementwise with a partial-tile mask ---------------------------------------------------
 

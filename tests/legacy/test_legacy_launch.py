@@ -3,12 +3,11 @@ baremetal/benchmark decorators, indirect row gathers/scatters, more old ISA sign
 
 from __future__ import annotations
 
-import numpy as np
-
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import neuronxcc.nki.typing as nt
+import numpy as np
 from neuronxcc.nki import baremetal, benchmark, simulate_kernel
 
 

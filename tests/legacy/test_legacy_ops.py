@@ -4,11 +4,10 @@ dtype rules, deferred results written straight into their destination, block dim
 from __future__ import annotations
 
 import ml_dtypes
-import numpy as np
-
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
+import numpy as np
 
 BF16 = ml_dtypes.bfloat16
 

@@ -6,12 +6,11 @@ on PSUM and with compile-time ``mask=True/False``."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
+import numpy as np
+import pytest
 
 # ----- a wider mgrid than the tensor: its size-1 positions drop out of the tile -----------
 

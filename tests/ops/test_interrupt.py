@@ -3,6 +3,7 @@ backends and with LNC 2; a loop budget turns a runaway runtime loop into an erro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -79,7 +80,7 @@ def test_ctrl_c_stops_a_running_kernel(backend, lnc):
     sent: list = []
     watcher = threading.Thread(target=_interrupt_once_running, args=(sent,), daemon=True)
     watcher.start()
-    with pytest.warns(NkiRaceWarning) if lnc == 2 else _nothing():
+    with pytest.warns(NkiRaceWarning) if lnc == 2 else contextlib.nullcontext():
         with pytest.raises(KeyboardInterrupt) as info:
             kernel(X)
     stopped = time.monotonic()
@@ -88,14 +89,6 @@ def test_ctrl_c_stops_a_running_kernel(backend, lnc):
     text = str(info.value)
     assert text.count("stopped before test_interrupt.py:") == lnc
     assert "nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)" in text
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_kernel_runs_again_after_an_interrupt(backend):

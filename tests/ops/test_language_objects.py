@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-# nki-library's import form; importing it imports nki.language, which registers the submodule
-from nki.language.opcode import add as op_add
-from nki.language.opcode import maximum as op_maximum
-
 import nki
 import nki.isa as nisa
 import nki.language as nl
+
+# nki-library's import form; importing it imports nki.language, which registers the submodule
+from nki.language.opcode import add as op_add
+from nki.language.opcode import maximum as op_maximum
 
 
 @dataclass

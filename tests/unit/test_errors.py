@@ -122,7 +122,8 @@ def test_truth_value_of_a_computed_tensor(value):
                     "max": lambda: nl.max(t, axis=1)}[value]()
         if computed:
             pass
-    with pytest.raises(NkiValidationError, match=r"err_ambiguous_tensor_truth_value.*computed by the kernel"):
+    with pytest.raises(NkiValidationError,
+                       match=r"err_ambiguous_tensor_truth_value.*computed by the kernel"):
         _spec(k, X)
 
 
