@@ -226,7 +226,10 @@ def _vector_cycles(instr: Instr, n: int, ops: list[Placed], facts: CostFacts) ->
 def _vector_perf_mode(instr: Instr, ops: list[Placed], strided: bool,
                       facts: CostFacts) -> int:
     """VectorE's automatic perf modes on NeuronCore-v3+ (trn2 arch guide)."""
-    if not facts["vector_perf_mode"] or not ops or not all(_is16(a) for a in ops):
+    # 16-bit data; a PSUM side holds the fp32 accumulators the doc's PSUM case reads
+    if not facts["vector_perf_mode"] or not ops or \
+            not all(_is16(a) or a.space is Memory.PSUM for a in ops) or \
+            not any(_is16(a) for a in ops):
         return 1
     all_sbuf = all(a.space is Memory.SBUF for a in ops)
     dense = not strided and all(_minor_stride_bytes(a) <= a.dtype.itemsize for a in ops)
