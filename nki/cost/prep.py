@@ -145,9 +145,10 @@ def _dynamic_loop(s, loops, build, counter) -> LoopNode:
         node = LoopNode(lid, -1, Affine(trips), [], s.loc)
         node.body = build(s.body, loops + (lid,))
         return node
-    raise fail("nki_unsupported", f"{s.api}: the trip count of this runtime loop depends on "
-               "data (register values), which the cost model cannot know from the program "
-               "alone; estimate with constant bounds", s.loc, NkiUnsupportedError)
+    raise fail("nki_cost_data_dependent", f"{s.api}: the trip count of this runtime loop "
+               "depends on data (register values), which the cost model cannot know from the "
+               "program alone; give the loop constant bounds to estimate it",
+               s.loc, NkiUnsupportedError)
 
 
 def _analyse_tensors(program: Program, raw) -> tuple[_Families, dict[int, int]]:

@@ -15,7 +15,6 @@ collective) completes on every core when the last core reaches it, plus ``barrie
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 from nki.cost.facts import CostFacts
@@ -110,6 +109,46 @@ def _box(ref, env: list[int]) -> tuple[int, int, int, int]:
     return 0, 1, off * isz, (off + ref.extent) * isz
 
 
+class DmaEngines:
+    """The core's 16 DMA engines. Each serves its 16 queues round-robin (trn2 arch guide),
+    so a packet that is ready runs in any gap of its engine, not behind a packet still
+    waiting for its data: every engine keeps its busy intervals and a packet takes the
+    earliest gap after it is ready. Only the last ``KEEP`` intervals per engine are kept;
+    older ones become a floor nothing starts before (conservative)."""
+
+    KEEP = 48
+
+    def __init__(self, n: int) -> None:
+        self.busy: list[list[tuple[float, float, int]]] = [[] for _ in range(n)]
+        self.floor = [0.0] * n
+
+    def _fit(self, q: int, ready: float, dur: float) -> tuple[float, int]:
+        """Earliest start >= ready on engine q with ``dur`` free, and who blocked it."""
+        t, who = max(ready, self.floor[q]), -1
+        for s, e, idx in self.busy[q]:
+            if e <= t:
+                continue
+            if s >= t + dur:
+                break
+            t, who = e, idx
+        return t, who
+
+    def place(self, ready: float, dur: float, k: int, index: int):
+        """Put ``k`` equal packets on the engines that can start them soonest; returns
+        (start of the first, end of the last, engines, blocker index)."""
+        fits = sorted(self._fit(q, ready, dur) + (q,) for q in range(len(self.busy)))[:k]
+        for t, _, q in fits:
+            ivs = self.busy[q]
+            pos = len(ivs)
+            while pos and ivs[pos - 1][0] > t:
+                pos -= 1
+            ivs.insert(pos, (t, t + dur, index))
+            if len(ivs) > self.KEEP:
+                self.floor[q] = max(self.floor[q], ivs.pop(0)[1])
+        last = max(fits)
+        return fits[0][0], last[0] + dur, tuple(q for _, _, q in fits), last[1]
+
+
 class CoreScheduler:
     """Schedules one core's program; a generator so LNC cores can meet at barriers."""
 
@@ -118,7 +157,7 @@ class CoreScheduler:
         self.tl = Timeline(core)
         self.free: dict[str, float] = {}
         self.last: dict[str, int] = {}
-        self.queue_heap = [(0.0, q, -1) for q in range(int(facts["dma_queues"]))]
+        self.dma = DmaEngines(int(facts["dma_queues"]))
         self.records = _Records()
         self.iters = [0] * max(1, prep.nloops)
         self.depth = max(1, int(facts["rotation_depth"]))
@@ -233,17 +272,10 @@ class CoreScheduler:
         return start, end, pred, dep
 
     def _dma(self, cost, ready: float, who: int):
-        k = max(1, cost.packets)
-        taken = [heapq.heappop(self.queue_heap) for _ in range(k)]
-        free = max(t for t, _, _ in taken)
-        dep = ready > free
-        start = max(ready, free)
-        end = start + cost.ns
-        index = len(self.tl)
-        for _, q, _ in taken:
-            heapq.heappush(self.queue_heap, (end, q, index))
-        pred = who if dep else max(taken, key=lambda x: x[0])[2]
-        return start, end + cost.fixed_ns, pred, dep, tuple(q for _, q, _ in taken)
+        start, end, queues, blocker = self.dma.place(ready, cost.ns, max(1, cost.packets),
+                                                     len(self.tl))
+        dep = blocker < 0
+        return start, end + cost.fixed_ns, (who if dep else blocker), dep, queues
 
 
 def schedule(preps: list[Prepared], facts: CostFacts) -> list[Timeline]:
