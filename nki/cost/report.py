@@ -11,6 +11,12 @@ def location(instr) -> str:
     return instr.loc.short if instr.loc is not None else "<nki>"
 
 
+def operand_shapes(instr) -> str:
+    """``dst=128x512 bfloat16; src=...``: each operand's role, dims and dtype."""
+    return "; ".join(f"{role}={'x'.join(str(c) for _, c in op.dims)} {op.dtype.name}"
+                     for role, op, _ in instr.accesses() if hasattr(op, "dims"))
+
+
 def summary_text(est) -> str:
     """The estimate as a table: latency, engines, FLOPs, HBM traffic."""
     note = "  (target defaulted: pass target=)" if est.target_defaulted else ""
