@@ -6,6 +6,8 @@
     def kernel(x): ...
 """
 
+from nki.cost.benchmark import benchmark as _cost_benchmark
+from nki.cost.estimate import Estimate, estimate
 from nki.errors import (
                         NkiCapacityError,
                         NkiError,
@@ -14,8 +16,6 @@ from nki.errors import (
                         NkiValidationError,
 )
 from nki.ir.types import DType
-from nki.cost.benchmark import benchmark as _cost_benchmark
-from nki.cost.estimate import Estimate, estimate
 from nki.jit.kernel import Kernel, jit, simulate, simulate_kernel
 from nki.jit.multirank import multi_rank_execute, multi_rank_simulate
 
@@ -32,7 +32,8 @@ def benchmark(kernel=None, **options):
 
     Example:
         >>> bench = nki.benchmark(target="trn2")(kernel)   # doctest: +SKIP
-        >>> bench(a, b); bench.benchmark_result.nc_latency.get_latency_percentile(50)  # doctest: +SKIP
+        >>> bench(a, b)                                    # doctest: +SKIP
+        >>> bench.benchmark_result.nc_latency.get_latency_percentile(50)  # doctest: +SKIP
     """
     return _cost_benchmark(kernel, as_kernel=jit, **options)
 
