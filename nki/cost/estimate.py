@@ -152,22 +152,25 @@ def _core_estimate(prep: Prepared, tl: Timeline, facts: CostFacts) -> CoreEstima
 
 
 def estimate_spec(spec, target: str, defaulted: bool, name: str,
-                  overrides: dict | None = None) -> Estimate:
-    """The estimate of a specialized kernel (``Kernel.specialize``'s result)."""
+                  overrides: dict | None = None, backend: str = "auto") -> Estimate:
+    """The estimate of a specialized kernel (``Kernel.specialize``'s result); ``backend``
+    picks the scheduler loop (see ``nki.cost.schedule.schedule``)."""
     facts = cost_facts(target).with_overrides(**(overrides or {}))
     preps = [add_spills(prepare(c.program, facts), facts) for c in spec.cores]
-    timelines = schedule(preps, facts)
+    timelines = schedule(preps, facts, backend)
     cores = [_core_estimate(p, t, facts) for p, t in zip(preps, timelines)]
     return Estimate(name, facts.target, defaulted, MODEL_VERSION, facts, cores, preps,
                     timelines)
 
 
-def estimate(kernel, target: str | None = None, **overrides):
+def estimate(kernel, target: str | None = None, backend: str = "auto", **overrides):
     """``nki.estimate(kernel, target="trn2")(*args)`` -> :class:`Estimate`.
 
     The kernel is traced and placed for ``target`` (never run); ``kernel[2]`` estimates an
     LNC-2 launch. ``overrides`` replace cost constants (``rotation_depth=1``, see
     ``nki.cost.facts``). Without ``target`` the kernel's own target is used, with a warning.
+    ``backend``: the scheduler loop, ``"numba"``, ``"python"`` or ``"auto"`` (the same
+    timeline either way; numba for big programs).
 
     Example:
         >>> est = nki.estimate(matmul, target="trn2")(a, b)   # doctest: +SKIP
@@ -180,7 +183,7 @@ def estimate(kernel, target: str | None = None, **overrides):
             warnings.warn(f"nki.estimate: no target given; estimating for {chosen} "
                           "(pass target='trn1'|'trn2'|'trn3')", UserWarning, stacklevel=2)
         return estimate_spec(spec, chosen, defaulted, getattr(kernel, "__name__", "kernel"),
-                             overrides)
+                             overrides, backend)
     return run
 
 

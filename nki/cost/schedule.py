@@ -278,8 +278,25 @@ class CoreScheduler:
         return start, end + cost.fixed_ns, (who if dep else blocker), dep, queues
 
 
-def schedule(preps: list[Prepared], facts: CostFacts) -> list[Timeline]:
-    """Schedule every core; cores meet at their k-th sync point (barrier, collective)."""
+# below this many executed instructions the Python loop is quicker than loading Numba
+FAST_THRESHOLD = 20_000
+
+
+def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> list[Timeline]:
+    """Schedule every core; cores meet at their k-th sync point (barrier, collective).
+
+    ``backend``: ``"python"`` (this module), ``"numba"`` (nki/cost/fast.py, for programs
+    without cross-core sync points) or ``"auto"`` (numba for big programs it can take)."""
+    from nki.cost import fast
+    if backend not in ("auto", "numba", "python"):
+        raise ValueError(f"backend must be 'auto', 'numba' or 'python', not {backend!r}")
+    can = not any(fast.has_sync_points(p) for p in preps)
+    if backend == "numba" and not can:
+        raise ValueError("the numba scheduler does not take programs with cross-core sync "
+                         "points (barriers, collectives); use backend='python' or 'auto'")
+    if can and (backend == "numba" or (backend == "auto" and sum(
+            fast.count_executions(p) for p in preps) >= FAST_THRESHOLD)):
+        return [fast.run_fast(p, facts, p.program.core) for p in preps]
     scheds = [CoreScheduler(p, facts, p.program.core) for p in preps]
     gens = [s.run() for s in scheds]
     pending = [_advance(g, None) for g in gens]

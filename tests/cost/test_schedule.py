@@ -18,7 +18,7 @@ from nki.cost import estimate
 from nki.errors import NkiSpillWarning, NkiUnsupportedError
 from nki.ir.ops import Opcode
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ops"))  # test_control, test_spill
 
 
 def scale_tiles(x):
