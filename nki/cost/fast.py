@@ -125,9 +125,29 @@ def count_executions(prep: Prepared) -> int:
 
 def run_fast(prep: Prepared, facts, core: int) -> Timeline:
     """Schedule one core with the compiled loop; the same Timeline as CoreScheduler's."""
+    return run_tables(flatten(prep, facts), count_executions(prep), prep, facts, core)
+
+
+def run_tables(t: dict, cap: int, prep: Prepared, facts, core: int) -> Timeline:
+    """Run the compiled loop over :func:`flatten`'s tables (``cap``: executions at most)."""
+    n, out_s, out_f, out_p, out_d, out_q = loop_arrays(t, cap, prep, facts)
+    tl = Timeline(core)
+    tl.sidx = out_s[:n].tolist()
+    tl.start = out_f[:n, 0].tolist()
+    tl.end = out_f[:n, 1].tolist()
+    names = [*COMPUTE_ENGINES, DMA]
+    engines = t["eng"]
+    tl.track = [names[engines[s]] for s in tl.sidx]
+    tl.pred = out_p[:n].tolist()
+    tl.pred_dep = out_d[:n].tolist()
+    tl.queues = [_queues(m) for m in out_q[:n].tolist()]
+    return tl
+
+
+def loop_arrays(t: dict, cap: int, prep: Prepared, facts) -> tuple:
+    """The compiled loop alone: (executed, static index, [start, end], predecessor,
+    predecessor-was-a-dependency, DMA engine bitmask) arrays."""
     from nki.cost._fastloop import schedule_loop
-    t = flatten(prep, facts)
-    cap = count_executions(prep)
     out_s = np.zeros(cap, np.int64)
     out_f = np.zeros((cap, 2))
     out_p = np.zeros(cap, np.int64)
@@ -139,18 +159,7 @@ def run_fast(prep: Prepared, facts, core: int) -> Timeline:
     n = schedule_loop(t["code"], t["trips"], t["eng"], t["ns"], t["fixed"], t["ls"], t["dep"],
                       t["packets"], t["op_lo"], t["op_hi"], t["ports"], t["ops"], t["nfam"],
                       t["spills"], params, out_s, out_f, out_p, out_d, out_q)
-    tl = Timeline(core)
-    tl.sidx = out_s[:n].tolist()
-    tl.start = out_f[:n, 0].tolist()
-    tl.end = out_f[:n, 1].tolist()
-    names = [*COMPUTE_ENGINES, DMA]
-    engines = t["eng"]
-    tl.track = [names[engines[s]] for s in tl.sidx]
-    tl.pred = out_p[:n].tolist()
-    tl.pred_dep = out_d[:n].tolist()
-    masks = out_q[:n].tolist()
-    tl.queues = [_queues(m) for m in masks]
-    return tl
+    return n, out_s, out_f, out_p, out_d, out_q
 
 
 _QUEUE_CACHE: dict[int, tuple[int, ...]] = {}
