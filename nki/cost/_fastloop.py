@@ -38,17 +38,20 @@ def _box(ops, o, env):
 def _ready(rec, nrec, fam, p0, p1, b0, b1, inst, write, by_bytes):
     best = 0.0
     who = -1
+    # scalar indexing only: a row view per record costs a reference count each (~2x slower)
     for j in range(nrec[fam]):
-        r = rec[fam, j]
-        if (write or r[6] != 0.0) and r[5] > best and r[0] < p1 and p0 < r[1] and \
-                r[2] < b1 and b0 < r[3] and (by_bytes or r[4] == inst):
-            best = r[5]
-            who = int(r[7])
+        if (write or rec[fam, j, 6] != 0.0) and rec[fam, j, 5] > best and \
+                rec[fam, j, 0] < p1 and p0 < rec[fam, j, 1] and rec[fam, j, 2] < b1 and \
+                b0 < rec[fam, j, 3] and (by_bytes or rec[fam, j, 4] == inst):
+            best = rec[fam, j, 5]
+            who = int(rec[fam, j, 7])
     return best, who
 
 
 @njit(cache=True)
 def _merge(rec, nrec, fam):
+    """In place, no allocation: the oldest half of the reads become one bounding record in
+    front, the other records keep their order."""
     n = nrec[fam]
     reads = 0
     for j in range(n):
@@ -60,36 +63,27 @@ def _merge(rec, nrec, fam):
         nrec[fam] = n - 1
         return
     half = reads // 2
-    box = np.empty(8)
-    box[0] = np.inf
-    box[1] = -np.inf
-    box[2] = np.inf
-    box[3] = -np.inf
-    box[5] = -np.inf
-    box[6] = 0.0
-    taken = np.zeros(n, np.bool_)
+    lo0, hi1, lo2, hi3, inst, end, who = np.inf, -np.inf, np.inf, -np.inf, 0.0, -np.inf, 0.0
     seen = 0
+    out = 0
     for j in range(n):
         r = rec[fam, j]
         if r[6] == 0.0 and seen < half:
-            taken[j] = True
             seen += 1
-            box[0] = min(box[0], r[0])
-            box[1] = max(box[1], r[1])
-            box[2] = min(box[2], r[2])
-            box[3] = max(box[3], r[3])
-            box[4] = r[4]
-            if r[5] > box[5]:
-                box[5] = r[5]
-                box[7] = r[7]
-    out = 1
-    tmp = rec[fam].copy()
-    rec[fam, 0] = box
-    for j in range(n):
-        if not taken[j]:
-            rec[fam, out] = tmp[j]
+            lo0, hi1 = min(lo0, r[0]), max(hi1, r[1])
+            lo2, hi3 = min(lo2, r[2]), max(hi3, r[3])
+            inst = r[4]
+            if r[5] > end:
+                end, who = r[5], r[7]
+        else:
+            if out != j:
+                rec[fam, out] = rec[fam, j]
             out += 1
-    nrec[fam] = out
+    for j in range(out, 0, -1):
+        rec[fam, j] = rec[fam, j - 1]
+    b = rec[fam, 0]
+    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7] = lo0, hi1, lo2, hi3, inst, end, 0.0, who
+    nrec[fam] = out + 1
 
 
 @njit(cache=True)
@@ -98,16 +92,17 @@ def _add(rec, nrec, fam, p0, p1, b0, b1, inst, write, end, index):
     if write:
         out = 0
         for j in range(n):
-            r = rec[fam, j]
-            if not (r[4] == inst and p0 <= r[0] and r[1] <= p1 and b0 <= r[2] and r[3] <= b1):
+            if not (rec[fam, j, 4] == inst and p0 <= rec[fam, j, 0] and
+                    rec[fam, j, 1] <= p1 and b0 <= rec[fam, j, 2] and rec[fam, j, 3] <= b1):
                 if out != j:
-                    rec[fam, out] = rec[fam, j]
+                    for k in range(8):
+                        rec[fam, out, k] = rec[fam, j, k]
                 out += 1
         n = out
-    r = rec[fam, n]
-    r[0], r[1], r[2], r[3], r[4], r[5] = p0, p1, b0, b1, inst, end
-    r[6] = 1.0 if write else 0.0
-    r[7] = index
+    rec[fam, n, 0], rec[fam, n, 1], rec[fam, n, 2], rec[fam, n, 3] = p0, p1, b0, b1
+    rec[fam, n, 4], rec[fam, n, 5] = inst, end
+    rec[fam, n, 6] = 1.0 if write else 0.0
+    rec[fam, n, 7] = index
     nrec[fam] = n + 1
     if n + 1 > CAP:
         _merge(rec, nrec, fam)
