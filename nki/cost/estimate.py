@@ -143,6 +143,8 @@ def _core_estimate(prep: Prepared, tl: Timeline, facts: CostFacts) -> CoreEstima
         cost = prep.instrs[sidx].cost
         if cost.engine == DMA:
             busy[DMA] += cost.ns * cost.packets / queues
+        elif cost.engine == "sync":
+            busy["sync"] += cost.ns + cost.fixed_ns     # a barrier's wait is not work
         else:
             busy[cost.engine] += e - s
         flops += cost.flops

@@ -10,7 +10,8 @@ VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE the PSUM ports.
 
 A DMA instruction spreads its packets over the queues free soonest and completes
 ``dma_fixed_ns`` after its last packet. LNC cores are scheduled side by side; a barrier (or a
-collective) completes on every core when the last core reaches it, plus ``barrier_ns``.
+collective) completes on every core when the last core reaches it, plus ``barrier_ns``, and
+nothing after it on that core starts before.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ class CoreScheduler:
         self.dep_cycles = facts["dep_overhead_cycles"]
         self.prev_matmul = False
         self.count = 0                       # executed instructions, as capacity.py counts
+        self.floor = (0.0, -1)               # (release, index) of the last barrier
         self.spill_last: dict[int, tuple[float, int]] = {}
 
     def run(self):
@@ -210,6 +212,8 @@ class CoreScheduler:
             t, w = self.records.ready(ref.family, box, inst, ref.write, ref.by_bytes)
             if t > ready:
                 ready, who = t, w
+        if self.floor[0] > ready:
+            ready, who = self.floor
         index = len(self.tl)
         if cost.engine == DMA:
             start, end, pred, dep, queues = self._dma(cost, ready, who)
@@ -219,6 +223,8 @@ class CoreScheduler:
         if st.instr.opcode in _SYNC_POINTS:
             release = yield (index, end)
             end = max(end, release if release is not None else end)
+            # nothing after a barrier starts before it is released, on any engine
+            self.floor = (end, index)
         self._emit(sidx, start, end, cost.engine, pred, dep, queues)
         for ref, box, inst in boxes:
             self.records.add(ref.family, box, inst, ref.write, end, index)

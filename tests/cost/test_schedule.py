@@ -14,6 +14,7 @@ import pytest
 import nki
 import nki.isa as nisa
 import nki.language as nl
+import nki.lnc
 from nki.cost import estimate
 from nki.errors import NkiSpillWarning, NkiUnsupportedError
 from nki.ir.ops import Opcode
@@ -131,3 +132,31 @@ def test_spills_cost_their_store_and_reload_dmas():
     assert plan.dma_bytes > 0 and moved == plan.dma_bytes and spill_bytes == plan.dma_bytes
     io = (x.nbytes + 2 * cs.nbytes) + x.nbytes
     assert est.hbm_bytes == io + plan.dma_bytes
+
+
+def barrier_after_uneven_work(x):
+    """Core 0 scales its half 8 times, core 1 once; then both meet at a barrier and store."""
+    me, half = nl.program_id(0), x.shape[0] // 2
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    a = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x[me * half:(me + 1) * half, :])
+    for _ in range(8 if me == 0 else 1):
+        nisa.tensor_scalar(dst=a, data=a, op0=nl.multiply, operand0=2.0)
+    nki.lnc.core_barrier(data=a, cores=(0, 1))
+    nisa.dma_copy(dst=out[me * half:(me + 1) * half, :], src=a)
+    return out
+
+
+def test_lnc_barrier_waits_for_the_slower_core():
+    x = np.ones((256, 2048), np.float32)
+    est = estimate(nki.jit(barrier_after_uneven_work)[2], target="trn2")(x)
+    ends = []
+    for core in (0, 1):
+        prep, tl = est.preps[core], est.timelines[core]
+        ends.append([e for s, e in zip(tl.sidx, tl.end)
+                     if prep.instrs[s].instr.opcode is Opcode.CORE_BARRIER][0])
+    assert ends[0] == ends[1]                       # the barrier ends together on both cores
+    # core 1 did less work but its store still comes after the barrier
+    assert est.cores[1].latency_ns > ends[1]
+    with pytest.raises(ValueError, match="sync points"):
+        estimate(nki.jit(barrier_after_uneven_work)[2], target="trn2", backend="numba")(x)
