@@ -221,3 +221,44 @@ def test_every_constant_has_a_source_and_assumptions_are_listed():
         assert listed <= assumed
         assert {"dma_desc_overhead_bytes", "dma_packet_setup_ns", "rotation_depth",
                 "swdge_factor"} <= listed
+
+
+def _dr_kernel(a, b):
+    out = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    p = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.psum)
+    s = nl.ndarray((a.shape[2], b.shape[2]), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.dma_copy(dst=y, src=b)
+    nisa.nc_matmul(dst=p, stationary=x, moving=y, perf_mode=nisa.matmul_perf_mode.double_row)
+    nisa.tensor_copy(dst=s, src=p)
+    nisa.dma_copy(dst=out, src=s)
+    return out
+
+
+@pytest.mark.parametrize("target", ["trn2", "trn3"])
+def test_fp8_double_row_does_twice_the_contraction_in_a_bf16_matmul_time(target):
+    e4 = ml_dtypes.float8_e4m3
+    a, b = np.zeros((128, 2, 128), e4), np.zeros((128, 2, 512), e4)
+    c = one(_dr_kernel, target, Opcode.NC_MATMUL, a, b)
+    assert c.perf_mode == "double_row"
+    assert c.ns == pytest.approx(512 / TENSOR_GHZ[target])     # as a bf16 K=128 matmul
+    assert c.flops == 2 * 256 * 128 * 512                       # K = 2 x 128
+
+
+@pytest.mark.parametrize("target", GENS)
+def test_tensor_engine_transpose_is_max_p_min_64_f(target):
+    def kernel(a):
+        out = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        p = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.psum)
+        s = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        nisa.nc_transpose(dst=p, data=x)
+        nisa.tensor_copy(dst=s, src=p)
+        nisa.dma_copy(dst=out, src=s)
+        return out
+    c = one(kernel, target, Opcode.NC_TRANSPOSE, np.zeros((96, 32), BF16))
+    assert c.engine == "tensor"                  # the result is in PSUM
+    assert c.ns == pytest.approx(max(96, min(64, 32)) / TENSOR_GHZ[target])
