@@ -5,8 +5,8 @@ instruction is a complete slice ("ph": "X") named by its opcode, with its ``file
 operand shapes, bytes and FLOPs in ``args``; a DMA appears on every queue its packets used.
 A flow arrow joins an instruction to the one instruction that delayed it, and only when that
 was a data dependency on another track. Beyond ``max_events`` slices the rest of each track is
-aggregated into spans that say how many instructions they stand for (the trace's metadata
-says so too). Open the file at https://ui.perfetto.dev.
+aggregated into spans that say how many instructions they stand for (the trace's
+``otherData`` says so too). Open the file at https://ui.perfetto.dev.
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def _core_events(est, core: int, budget: int) -> tuple[list[dict], int]:
             events.append({"name": name, "cat": st.cost.engine, "ph": "X", "pid": core,
                            "tid": tid, "ts": start / 1e3, "dur": dur / 1e3,
                            "args": _slice_args(st, {"index": i, "end_ns": end})})
-        where[i] = (tids[0], end)
+        # a flow starts inside its source slice (a binding point on its end edge may fall
+        # outside it), just before the source ends
+        where[i] = (tids[0], max(start, start + dur - 1e-3))
         p = tl.pred[i]
         if tl.pred_dep[i] and p in where and where[p][0] not in tids:
             flow = {"name": "waits for", "cat": "dependency", "id": f"{core}.{i}", "pid": core}
@@ -89,7 +91,7 @@ def _core_events(est, core: int, budget: int) -> tuple[list[dict], int]:
 
 
 def trace_events(est, max_events: int = 200_000) -> dict:
-    """The trace as a dict (``traceEvents`` + ``metadata``)."""
+    """The trace as a dict (``traceEvents`` + ``otherData``, the format's metadata)."""
     events: list[dict] = []
     aggregated = 0
     per_core = max(1, max_events // max(1, len(est.timelines)))
@@ -111,7 +113,8 @@ def trace_events(est, max_events: int = 200_000) -> dict:
             "event_cap": max_events, "aggregated_instructions": aggregated,
             "aggregation": "beyond the cap, each track's remaining instructions are one "
                            "span per track" if aggregated else "none"}
-    return {"traceEvents": events, "displayTimeUnit": "ns", "metadata": meta}
+    # "otherData" is the trace-event format's place for such facts
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": meta}
 
 
 def save_trace(est, path: str, max_events: int = 200_000) -> str:

@@ -30,7 +30,7 @@ def test_benchmark_reports_the_model_latency(tmp_path):
     assert result.nc_latency.get_latency_percentile(99) == pytest.approx(expect)
     assert result.host_wall_time_us is None
     with gzip.open(trace, "rt") as f:
-        assert json.load(f)["metadata"]["target"] == "trn2"
+        assert json.load(f)["otherData"]["target"] == "trn2"
 
 
 def test_benchmark_run_returns_outputs_and_names_host_time_apart():

@@ -61,17 +61,20 @@ def test_trace_is_valid_trace_event_json(est, tmp_path):
     starts = [e for e in events if e["ph"] == "s"]
     ends = [e for e in events if e["ph"] == "f"]
     assert starts and sorted(e["id"] for e in starts) == sorted(e["id"] for e in ends)
-    assert data["metadata"]["model_version"] == est.model_version
-    assert data["metadata"]["aggregated_instructions"] == 0
+    for s in starts:     # each flow starts inside a slice of its track (its binding point)
+        assert any(x["tid"] == s["tid"] and x["ts"] <= s["ts"] <= x["ts"] + x["dur"]
+                   for x in slices)
+    assert data["otherData"]["model_version"] == est.model_version
+    assert data["otherData"]["aggregated_instructions"] == 0
 
 
 def test_event_cap_aggregates_and_says_so(est, tmp_path):
     data = json.loads(open(est.save_trace(str(tmp_path / "k.json"), max_events=40)).read())
     slices = [e for e in data["traceEvents"] if e["ph"] == "X"]
     aggregated = [e for e in slices if e["cat"] == "aggregated"]
-    assert data["metadata"]["aggregated_instructions"] > 0
+    assert data["otherData"]["aggregated_instructions"] > 0
     assert aggregated and sum(e["args"]["instructions"] for e in aggregated) >= \
-        data["metadata"]["aggregated_instructions"]
+        data["otherData"]["aggregated_instructions"]
     assert len(slices) - len(aggregated) <= 40
 
 
