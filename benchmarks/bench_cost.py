@@ -33,12 +33,18 @@ def cases(quick: bool):
     """(name, kernel, args, kwargs) for each library kernel."""
     from nki.kernels import (
         cross_entropy,
+        cross_entropy_bwd,
         flash_attention,
+        flash_attention_bwd,
+        flash_attention_fwd,
         gelu,
         layernorm,
+        layernorm_bwd,
         log_softmax,
         matmul_lhsT,
         rmsnorm,
+        rmsnorm_bwd,
+        rmsnorm_residual,
         silu,
         softmax_rows,
         swiglu_mlp,
@@ -78,6 +84,17 @@ def cases(quick: bool):
     yield "cross_entropy 1024x8192 fp32", cross_entropy, (
         rnd(1024, 8192), rng.integers(0, 8192, 1024).astype(np.int32)), {}
     yield "transpose2d 2048x2048 fp32", transpose2d, (rnd(2048, 2048),), {}
+    yield "rmsnorm_residual 4096x1024 fp32", rmsnorm_residual, (x, rnd(4096, 1024), rnd(1024)), {}
+    yield "layernorm_bwd 4096x1024 fp32", layernorm_bwd, (rnd(4096, 1024), x, rnd(1024)), {}
+    yield "rmsnorm_bwd 4096x1024 fp32", rmsnorm_bwd, (rnd(4096, 1024), x, rnd(1024)), {}
+    yield "cross_entropy_bwd 1024x8192 fp32", cross_entropy_bwd, (
+        rnd(1024, 8192), rng.integers(0, 8192, 1024).astype(np.int32)), {}
+    q1 = rnd(2048, 128, dtype=BF16)
+    yield "flash_attention_fwd 2048x128 causal bf16", flash_attention_fwd, (q1, q1, q1), {}
+    q2 = rnd(1, 2, 1024, 128, dtype=BF16)
+    o, lse = flash_attention(q2, q2, q2, causal=True)      # the forward's outputs, simulated
+    yield "flash_attention_bwd 1x2x1024x128 causal bf16", flash_attention_bwd, (
+        q2, q2, q2, o, rnd(1, 2, 1024, 128, dtype=BF16), lse), {"causal": True}
     s = 1024 if quick else 4096
     q = rnd(1, 8, s, 128, dtype=BF16)
     yield f"flash_attention 1x8x{s}x128 causal bf16", flash_attention, (q, q, q), \
