@@ -109,6 +109,7 @@ def prepare(program: Program, facts: CostFacts) -> Prepared:
     instrs: list[StaticInstr] = []
     raw: list[tuple[Instr, tuple[int, ...]]] = []     # instr and its enclosing loop ids
     counter = [0]
+    trips: dict[int, Affine] = {}                       # loop id -> trip count
 
     def build(stmts, loops: tuple[int, ...]) -> list:
         out: list = []
@@ -120,6 +121,7 @@ def prepare(program: Program, facts: CostFacts) -> Prepared:
                 lid = counter[0]
                 counter[0] += 1
                 node = LoopNode(lid, s.slot, s.trip, [], s.loc)
+                trips[lid] = s.trip
                 node.body = build(s.body, loops + (lid,))
                 out.append(node)
             elif isinstance(s, DYN_LOOPS):
@@ -127,7 +129,7 @@ def prepare(program: Program, facts: CostFacts) -> Prepared:
         return out
 
     body = build(program.body, ())
-    families, owners = _analyse_tensors(program, raw)
+    families, owners = _analyse_tensors(program, raw, trips)
     for ins, _ in raw:
         refs = tuple(_ref(a, w, program, target, families, owners)
                      for _, a, w in ins.accesses() if isinstance(a, Placed))
@@ -151,8 +153,13 @@ def _dynamic_loop(s, loops, build, counter) -> LoopNode:
                s.loc, NkiUnsupportedError)
 
 
-def _analyse_tensors(program: Program, raw) -> tuple[_Families, dict[int, int]]:
-    """Families (tiles one operand walks across) and rotation owners (tensor -> loop id)."""
+def _analyse_tensors(program: Program, raw, trips: dict[int, Affine]
+                     ) -> tuple[_Families, dict[int, int]]:
+    """Families (tiles one operand walks across) and rotation owners (tensor -> loop id).
+
+    A tile rotates in the innermost loop holding all its uses when its creation line made
+    at least as many instances as that loop has iterations (so it was created per
+    iteration, not once before the loop by a helper that made others elsewhere)."""
     families = _Families()
     same_line: dict[tuple, list[int]] = defaultdict(list)
     for t in program.tensors:
@@ -179,7 +186,11 @@ def _analyse_tensors(program: Program, raw) -> tuple[_Families, dict[int, int]]:
         if referenced_per_family[families.find(tid)] > 1:
             continue            # a list of tiles: its members are distinct already
         common = _common_prefix(uses)
-        if common:
+        if not common:
+            continue
+        trip = trips.get(common[-1])
+        made = len(same_line[(decl.site, decl.memory, decl.shape, decl.dtype)])
+        if trip is None or not trip.is_const or made >= trip.const:
             owners[tid] = common[-1]
     return families, owners
 
