@@ -154,25 +154,29 @@ def _core_estimate(prep: Prepared, tl: Timeline, facts: CostFacts) -> CoreEstima
 
 
 def estimate_spec(spec, target: str, defaulted: bool, name: str,
-                  overrides: dict | None = None, backend: str = "auto") -> Estimate:
+                  overrides: dict | None = None, backend: str = "auto",
+                  trip_counts: dict | None = None) -> Estimate:
     """The estimate of a specialized kernel (``Kernel.specialize``'s result); ``backend``
     picks the scheduler loop (see ``nki.cost.schedule.schedule``)."""
     facts = cost_facts(target).with_overrides(**(overrides or {}))
-    preps = [add_spills(prepare(c.program, facts), facts) for c in spec.cores]
+    preps = [add_spills(prepare(c.program, facts, trip_counts), facts) for c in spec.cores]
     timelines = schedule(preps, facts, backend)
     cores = [_core_estimate(p, t, facts) for p, t in zip(preps, timelines)]
     return Estimate(name, facts.target, defaulted, MODEL_VERSION, facts, cores, preps,
                     timelines)
 
 
-def estimate(kernel, target: str | None = None, backend: str = "auto", **overrides):
+def estimate(kernel, target: str | None = None, backend: str = "auto",
+             trip_counts: dict | None = None, **overrides):
     """``nki.estimate(kernel, target="trn2")(*args)`` -> :class:`Estimate`.
 
     The kernel is traced and placed for ``target`` (never run); ``kernel[2]`` estimates an
     LNC-2 launch. ``overrides`` replace cost constants (``rotation_depth=1``, see
     ``nki.cost.facts``). Without ``target`` the kernel's own target is used, with a warning.
     ``backend``: the scheduler loop, ``"numba"``, ``"python"`` or ``"auto"`` (the same
-    timeline either way; numba for big programs).
+    timeline either way; numba for big programs). ``trip_counts``: a run record of the
+    runtime loops whose trip counts are data, ``{"kernel.py:42": 3}`` or a list of counts
+    per execution (without one such a loop is an error naming its line).
 
     Example:
         >>> est = nki.estimate(matmul, target="trn2")(a, b)   # doctest: +SKIP
@@ -185,7 +189,7 @@ def estimate(kernel, target: str | None = None, backend: str = "auto", **overrid
             warnings.warn(f"nki.estimate: no target given; estimating for {chosen} "
                           "(pass target='trn1'|'trn2'|'trn3')", UserWarning, stacklevel=2)
         return estimate_spec(spec, chosen, defaulted, getattr(kernel, "__name__", "kernel"),
-                             overrides, backend)
+                             overrides, backend, trip_counts)
     return run
 
 

@@ -28,6 +28,14 @@ def has_sync_points(prep: Prepared) -> bool:
     return any(st.instr.opcode in _SYNC_POINTS for st in prep.instrs)
 
 
+def has_recorded_counts(prep: Prepared) -> bool:
+    """Whether a runtime loop takes per-execution trip counts (the Python loop's job)."""
+    def walk(nodes) -> bool:
+        return any(isinstance(n, LoopNode) and (n.counts is not None or walk(n.body))
+                   for n in nodes)
+    return walk(prep.body)
+
+
 def flatten(prep: Prepared, facts) -> dict:
     """The program as arrays: instructions, operands, bytecode, spill tables."""
     n = len(prep.instrs)

@@ -50,11 +50,15 @@ class StaticInstr:
 
 @dataclass
 class LoopNode:
+    """A loop to expand. ``counts``: a runtime loop's trip count per execution, from a run
+    record (``trip_counts=``); one count applies to every execution."""
+
     id: int
     slot: int
     trip: Affine
     body: list
     loc: object
+    counts: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -103,8 +107,13 @@ class _Families:
 FIXED_FAMILY = -1        # every kernel-placed (address=) on-chip tensor, by memory below
 
 
-def prepare(program: Program, facts: CostFacts) -> Prepared:
-    """Walk the program once: costs, loop tree, operand families and rotation owners."""
+def prepare(program: Program, facts: CostFacts,
+            trip_counts: dict | None = None) -> Prepared:
+    """Walk the program once: costs, loop tree, operand families and rotation owners.
+
+    ``trip_counts`` is a run record of the runtime loops whose trip counts are data:
+    ``{"kernel.py:42": 3}`` (every execution of the loop at that line runs 3 times) or
+    ``{"kernel.py:42": [3, 0, 5]}`` (per execution, in order)."""
     target = get_target(program.target)
     instrs: list[StaticInstr] = []
     raw: list[tuple[Instr, tuple[int, ...]]] = []     # instr and its enclosing loop ids
@@ -125,7 +134,7 @@ def prepare(program: Program, facts: CostFacts) -> Prepared:
                 node.body = build(s.body, loops + (lid,))
                 out.append(node)
             elif isinstance(s, DYN_LOOPS):
-                out.append(_dynamic_loop(s, loops, build, counter))
+                out.append(_dynamic_loop(s, loops, build, counter, trip_counts or {}))
         return out
 
     body = build(program.body, ())
@@ -137,20 +146,31 @@ def prepare(program: Program, facts: CostFacts) -> Prepared:
     return Prepared(program, instrs, body, counter[0])
 
 
-def _dynamic_loop(s, loops, build, counter) -> LoopNode:
+def _dynamic_loop(s, loops, build, counter, trip_counts: dict) -> LoopNode:
     """A runtime loop with constant bounds runs a known number of times; one whose trip count
-    is data (registers, ``while``) cannot be estimated from the IR alone."""
+    is data (registers, ``while``) needs its counts from a run record."""
+    fixed, counts = None, None       # a count for every execution / one per execution
     if isinstance(s, DynFor) and isinstance(s.start, int) and isinstance(s.stop, int):
-        trips = max(0, -(-(s.stop - s.start) // s.step))
-        lid = counter[0]
-        counter[0] += 1
-        node = LoopNode(lid, -1, Affine(trips), [], s.loc)
-        node.body = build(s.body, loops + (lid,))
-        return node
-    raise fail("nki_cost_data_dependent", f"{s.api}: the trip count of this runtime loop "
-               "depends on data (register values), which the cost model cannot know from the "
-               "program alone; give the loop constant bounds to estimate it",
-               s.loc, NkiUnsupportedError)
+        fixed = max(0, -(-(s.stop - s.start) // s.step))
+    elif s.loc is not None and (s.loc.short in trip_counts or
+                                (s.loc.filename, s.loc.lineno) in trip_counts):
+        given = trip_counts.get(s.loc.short, trip_counts.get((s.loc.filename, s.loc.lineno)))
+        if isinstance(given, int):
+            fixed = given
+        else:
+            counts = tuple(int(c) for c in given)
+    if fixed is None and counts is None:
+        where = s.loc.short if s.loc is not None else "the loop's line"
+        raise fail("nki_cost_data_dependent", f"{s.api}: the trip count of this runtime loop "
+                   "depends on data (register values), which the cost model cannot know from "
+                   "the program alone; give the loop constant bounds, or pass its counts as a "
+                   f"run record: nki.estimate(..., trip_counts={{{where!r}: n}})",
+                   s.loc, NkiUnsupportedError)
+    lid = counter[0]
+    counter[0] += 1
+    node = LoopNode(lid, -1, Affine(fixed or 0), [], s.loc, counts)
+    node.body = build(s.body, loops + (lid,))
+    return node
 
 
 def _analyse_tensors(program: Program, raw, trips: dict[int, Affine]

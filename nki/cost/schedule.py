@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from nki.cost.facts import CostFacts
 from nki.cost.instr import DMA
 from nki.cost.prep import LoopNode, Prepared
+from nki.errors import NkiUnsupportedError, fail
 from nki.ir.ops import Opcode
 
 _SYNC_POINTS = {Opcode.CORE_BARRIER, Opcode.SENDRECV, Opcode.COLLECTIVE, Opcode.COLLECTIVE_V}
@@ -166,6 +167,7 @@ class CoreScheduler:
         self.dep_cycles = facts["dep_overhead_cycles"]
         self.prev_matmul = False
         self.count = 0                       # executed instructions, as capacity.py counts
+        self.executions: dict[int, int] = {}  # loop id -> times a run-record loop started
         self.floor = (0.0, -1)               # (release, index) of the last barrier
         self.spill_last: dict[int, tuple[float, int]] = {}
 
@@ -186,6 +188,14 @@ class CoreScheduler:
         trip = node.trip.const
         for s, c in node.trip.terms:
             trip += c * env[s]
+        if node.counts is not None:         # a runtime loop's counts, from a run record
+            k = self.executions.get(node.id, 0)
+            self.executions[node.id] = k + 1
+            if k >= len(node.counts):
+                raise fail("nki_cost_data_dependent", f"the run record gives "
+                           f"{len(node.counts)} trip count(s) for this runtime loop, but the "
+                           "program runs it more often", node.loc, NkiUnsupportedError)
+            trip = node.counts[k]
         for i in range(trip):
             if node.slot >= 0:
                 env[node.slot] = i
@@ -296,10 +306,11 @@ def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> 
     from nki.cost import fast
     if backend not in ("auto", "numba", "python"):
         raise ValueError(f"backend must be 'auto', 'numba' or 'python', not {backend!r}")
-    can = not any(fast.has_sync_points(p) for p in preps)
+    can = not any(fast.has_sync_points(p) or fast.has_recorded_counts(p) for p in preps)
     if backend == "numba" and not can:
         raise ValueError("the numba scheduler does not take programs with cross-core sync "
-                         "points (barriers, collectives); use backend='python' or 'auto'")
+                         "points (barriers, collectives) or per-execution trip counts; use "
+                         "backend='python' or 'auto'")
     if can and (backend == "numba" or (backend == "auto" and sum(
             fast.count_executions(p) for p in preps) >= FAST_THRESHOLD)):
         return [fast.run_fast(p, facts, p.program.core) for p in preps]

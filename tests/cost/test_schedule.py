@@ -112,8 +112,26 @@ def test_runtime_loop_over_data_is_a_clear_error():
     from test_control import scale_first_tiles
     x = np.zeros((4 * 128, 64), np.float32)
     with pytest.raises(NkiUnsupportedError, match=r"nki_cost_data_dependent(.|\n)*"
-                       r"test_control.py:\d+"):
+                       r"trip_counts=(.|\n)*test_control.py:\d+"):
         estimate(nki.jit(scale_first_tiles), target="trn2")(x, np.array([[1]], np.int32))
+
+
+def test_runtime_loop_with_a_run_record():
+    from test_control import scale_first_tiles
+    x, n = np.zeros((4 * 128, 64), np.float32), np.array([[1]], np.int32)
+    k = nki.jit(scale_first_tiles)
+    with pytest.raises(NkiUnsupportedError) as info:
+        estimate(k, target="trn2")(x, n)
+    line = info.value.loc.short                       # the fori_loop's file:line
+    runs = [estimate(k, target="trn2", trip_counts={line: c})(x, n) for c in (0, 1, 3)]
+    body = runs[1].cores[0].instructions - runs[0].cores[0].instructions
+    assert body == 3                                  # load, scale, store per iteration
+    assert runs[2].cores[0].instructions == runs[0].cores[0].instructions + 3 * body
+    assert runs[0].latency_ns < runs[1].latency_ns < runs[2].latency_ns
+    per_execution = estimate(k, target="trn2", trip_counts={line: [3]})(x, n)
+    assert per_execution.latency_ns == runs[2].latency_ns
+    with pytest.raises(NkiUnsupportedError, match="run record gives 0 trip count"):
+        estimate(k, target="trn2", trip_counts={line: []})(x, n)
 
 
 def test_spills_cost_their_store_and_reload_dmas():
