@@ -48,11 +48,16 @@ class Estimate:
     target: str
     target_defaulted: bool
     model_version: str
-    facts: CostFacts
-    cores: list[CoreEstimate]
+    facts: CostFacts = field(repr=False)
+    cores: list[CoreEstimate] = field(repr=False)
     preps: list[Prepared] = field(repr=False, default_factory=list)
     timelines: list[Timeline] = field(repr=False, default_factory=list)
     kind: str = "model"
+
+    def __repr__(self) -> str:
+        return (f"Estimate({self.kernel!r}, target={self.target!r}, "
+                f"latency_us={self.latency_us:.3f}, bottleneck={self.bottleneck!r}, "
+                f"{self.model_version!r})")
 
     @property
     def latency_ns(self) -> float:
