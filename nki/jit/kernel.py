@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nki.config import Settings, from_environment
+from nki.cost.record import observe
 from nki.errors import NkiValidationError, fail
 from nki.ir.printer import format_program
 from nki.ir.target import get_target
@@ -199,6 +200,7 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
+        observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)
         return execute(spec, tensor_args)
 
     def profile(self, *args, **kwargs) -> list:
