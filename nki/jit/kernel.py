@@ -162,7 +162,8 @@ class Kernel:
         settings = self.settings()
         signature = (tuple(signature_of(a) for a in args),
                      tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())))
-        launch = Launch(self._lnc, rank, self.compile_config, self.specialization_config)
+        launch = Launch(self._lnc, rank, self.compile_config, self.specialization_config,
+                        getattr(self, "schedule", ()))
         key = (signature, launch, settings)
         spec = self._cache.get(key)
         if spec is not None:
