@@ -446,3 +446,37 @@ def engine_fixed(instr: Instr) -> bool:
     engine is the documented default and a compiler could move the instruction."""
     asked = instr.hint("engine")
     return asked is not None and asked is not Engine.unknown
+
+
+def _reads_register_offset(instr: Instr) -> bool:
+    """An operand placed by a register (an affine term on a negative slot)."""
+    for _, a, _ in instr.accesses():
+        parts = (a.offset, a.partition) if isinstance(a, Access) else (a.offset,)
+        if any(s < 0 for p in parts for s, _ in p.terms):
+            return True
+    return False
+
+
+def data_dependence(program: Program) -> SourceLoc | None:
+    """Where the kernel's control flow or addressing first reads tensor data, or None when
+    shapes alone determine everything it does (then an estimate needs no input data).
+
+    Data-dependent: a runtime loop whose trip count comes from registers (``nl.while_loop``,
+    an ``nl.fori_loop``/``dynamic_range`` with a register bound), a register loaded from
+    memory, an operand moved by a register, and indirect accesses (``vector_offset``,
+    tensor indirection, gathers), whose rows (and skipped rows under ``oob_mode.skip``)
+    depend on index values. The location is the user's line (the loop's or instruction's).
+    """
+    for s, _ in walk(program.body):
+        if isinstance(s, DynWhile) or (isinstance(s, DynFor) and
+                                       (isinstance(s.start, Reg) or isinstance(s.stop, Reg))):
+            return s.loc
+        if isinstance(s, Instr) and (s.opcode in _DATA_ADDRESSED or s.attr("indirect")
+                                     or _reads_register_offset(s)):
+            return s.loc
+    return None
+
+
+# instructions whose rows or registers come from tensor data
+_DATA_ADDRESSED = frozenset((Opcode.DMA_INDIRECT, Opcode.TENSOR_GATHER, Opcode.LOCAL_GATHER,
+                             Opcode.NC_N_GATHER, Opcode.REGISTER_LOAD))

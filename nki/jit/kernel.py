@@ -13,15 +13,22 @@ import numpy as np
 
 from nki.config import Settings, from_environment
 from nki.errors import NkiValidationError, fail
+from nki.ir.nodes import data_dependence
 from nki.ir.printer import format_program
 from nki.ir.target import get_target
-from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
+from nki.jit.args import (
+    TensorArg,
+    is_tensor,
+    refuse_shape_only,
+    signature_of,
+    tensor_args,
+    wrap_output,
+)
 from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
 from nki.jit.configs import check_configs, inline_nested
 from nki.jit.hbm import hbm_for_call, in_place_inputs
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, Launch, specialize_cores
-from nki.jit.torch_values import is_torch_tensor
 from nki.lang.tracer import active, user_loc
 from nki.sim.runtime import Executable, run_cores
 
@@ -136,20 +143,19 @@ class Kernel:
                        user_loc()) from None
         bound.apply_defaults()
         for name, value in bound.kwargs.items():
-            if isinstance(value, np.ndarray) or is_torch_tensor(value):
+            if is_tensor(value):
                 raise fail("nki_invalid_argument", f"tensor argument {name!r} is keyword-only; "
                            "kernel tensors must be parameters that can be passed positionally",
                            user_loc())
         return bound.args, bound.kwargs
 
     def _tensor_args(self, args) -> dict[int, TensorArg]:
-        names = list(self._signature.parameters)
-        out = {}
-        for i, a in enumerate(args):
-            if isinstance(a, np.ndarray) or is_torch_tensor(a):
-                name = names[i] if i < len(names) else f"arg{i}"
-                out[i] = to_tensor_arg(i, name, a, user_loc())
-        return out
+        return tensor_args(args, list(self._signature.parameters), user_loc())
+
+    def _runnable(self, spec: Specialization, targs: dict[int, TensorArg]) -> None:
+        """Refuse to simulate shape-only placeholder arguments (nki/jit/args.py)."""
+        refuse_shape_only(targs, list(self._signature.parameters),
+                          data_dependence(spec.cores[0].program), user_loc())
 
     def specialize(self, *args, **kwargs) -> Specialization:
         """Trace and compile for these arguments (cached per shapes/dtypes/constants)."""
@@ -200,6 +206,7 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
+        self._runnable(spec, tensor_args)
         return execute(spec, tensor_args)
 
     def profile(self, *args, **kwargs) -> list:
@@ -215,7 +222,9 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         profiles: list = []
-        execute(self._specialize(args, kwargs, tensor_args), tensor_args, profiles)
+        spec = self._specialize(args, kwargs, tensor_args)
+        self._runnable(spec, tensor_args)
+        execute(spec, tensor_args, profiles)
         return profiles
 
 
