@@ -92,6 +92,7 @@ class Kernel:
         self.options = {k: v for k, v in options.items() if k not in _AWS_KWARGS}
         self._lnc = 1
         self._cache: dict = {}
+        self._last_record: list = [None]   # shared with kernel[2] clones (last_run_record)
 
     def __getitem__(self, grid) -> Kernel:
         lnc = grid[0] if isinstance(grid, tuple) and len(grid) == 1 else grid
@@ -207,7 +208,24 @@ class Kernel:
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
         self._runnable(spec, tensor_args)
-        return execute(spec, tensor_args)
+        records: list = []
+        out = execute(spec, tensor_args, records=records)
+        self._last_record[0] = tuple(records)
+        return out
+
+    @property
+    def last_run_record(self) -> tuple | None:
+        """What the last call of this kernel did that its IR cannot say, one
+        :class:`nki.sim.record.RunRecord` per core: the entries and iterations of every
+        runtime loop (``nl.fori_loop``/``while_loop``/``dynamic_range``) and the rows
+        ``oob_mode.skip`` left out. None before the first call. A cost model reads it for
+        data-dependent kernels (``nki.ir.nodes.data_dependence``).
+
+        Example:
+            >>> out = kernel(x, n)                                      # doctest: +SKIP
+            >>> kernel.last_run_record[0].loops[0].trips                # doctest: +SKIP
+        """
+        return self._last_record[0]
 
     def profile(self, *args, **kwargs) -> list:
         """Run once with every instruction timed; one ``InstructionProfile`` per core.
@@ -241,11 +259,15 @@ def _check_core_races(cores: list[CoreProgram], target, strict: bool) -> None:
             core.program = program
 
 
-def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=None):
+def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=None,
+            records: list | None = None):
     """Lay out HBM, run every core, copy outputs out and written inputs back. With a list
-    ``profiles``, every instruction is timed and each core's InstructionProfile appended."""
+    ``profiles``, every instruction is timed and each core's InstructionProfile appended;
+    with a list ``records``, each core's RunRecord is appended."""
     call = prepare_call(spec, tensor_args, profiles)
-    run_cores(call.exes, call.view, get_target(spec.settings.target))
+    done = run_cores(call.exes, call.view, get_target(spec.settings.target))
+    if records is not None:
+        records.extend(done)
     return finish_call(call)
 
 
