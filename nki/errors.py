@@ -106,6 +106,8 @@ CATALOG: dict[str, str] = {
     "nki_not_implemented": "this NKI feature is not implemented by the simulator yet",
     "nki_kernel_return": "a kernel must return shared_hbm tensors it created",
     "nki_bad_kernel_argument": "a kernel argument is not an array NKI can take",
+    "nki_shape_only_argument": "a shape-only placeholder (nt.tensor[[shape], dtype]) has no "
+    "data: a kernel given one can be specialized or estimated, not simulated",
     "nki_accumulate_uninitialized": "accumulate=True on PSUM no matmul initialised",
     "nki_lnc_degree": "the LNC launch degree is not supported",
     "nki_unsupported_on_target": "the instruction or option is not available on the target "

@@ -94,6 +94,7 @@ class Launch:
     rank: tuple[int, int] | None = None        # (rank, world size)
     compile_config: object = None              # nki.compiler.CompileConfig or None
     specialization_config: object = None       # nki.compiler.SpecializationConfig or None
+    schedule: tuple = ()                       # Kernel.with_schedule pairs (kept in meta)
 
 
 def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int,
@@ -119,9 +120,12 @@ def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int,
     body = trace.body
     if trace.uninit_reads:
         body = insert_fresh_fills(body, set(trace.uninit_reads), trace.tensors)
+    meta = dict(trace.meta, schedule=launch.schedule) if launch.schedule else dict(trace.meta)
+    if any(views):
+        meta["output_views"] = views
     program = Program(fn.__name__, tuple(trace.tensors.values()), tuple(in_ids),
                       tuple(out_ids), tuple(body), target.name, core, lnc,
-                      meta=(("output_views", views),) if any(views) else ())
+                      meta=tuple(meta.items()))
     return program, trace, in_ids, out_ids
 
 
@@ -134,8 +138,7 @@ def insert_fresh_fills(body: list, fresh: set[int], tensors: dict) -> list:
         out = []
         for s in stmts:
             if isinstance(s, RecordedLoop):
-                out.append(RecordedLoop(s.kind, s.loc, [visit(it) for it in s.iterations],
-                                        s.tensors))
+                out.append(replace(s, iterations=[visit(it) for it in s.iterations]))
                 continue
             # a runtime loop runs its body many times: fill before the loop, once
             accs = ([a for x, _ in walk(s.body) if isinstance(x, Instr) for _, a, _ in

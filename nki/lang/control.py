@@ -28,7 +28,9 @@ from nki.lang.common import Call, acc
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import Trace, current, user_loc, validation
 
-MAX_REGISTERS = 4096   # the simulator's register file (nki.sim.emit.control.NUM_REGS)
+# the simulator's register file (nki.sim.emit.control.NUM_REGS, 4096) less the 256 top
+# slots that hold the run record (nki.sim.record.RECORD_REGS)
+MAX_REGISTERS = 4096 - 256
 _REG_MEMS = (Memory.SBUF, Memory.SHARED_HBM, Memory.PRIVATE_HBM)
 _INT32 = (-(2 ** 31), 2 ** 32 - 1)   # a 32-bit register holds either signedness
 

@@ -26,12 +26,14 @@ def _programs(fn, grid: tuple[int, ...], args, kwargs):
     trace = current("kernel launch")
     st = state()
     st.grid = grid
+    trace.meta["spmd_grid"] = tuple((int(g), getattr(g, "cores", 1)) for g in grid)
 
     def level(d: int, point: tuple[int, ...]):
         if d == len(grid):
             st.program, st.num_outputs = point, 0
             return fn(*args, **kwargs)
         rec = trace.begin_loop(LoopKind.AFFINE, user_loc())
+        rec.spmd_axis = d
         try:
             result = None
             for i in range(grid[d]):
@@ -81,9 +83,10 @@ class LegacyKernel(Kernel):
             if not isinstance(g, int) or isinstance(g, bool) or g < 1:
                 raise validation("nki_invalid_argument", f"kernel[{grid}]: grid dims must be "
                                  "positive ints")
-        found = self._grids.get(grid)
+        key = tuple((int(g), getattr(g, "cores", 1)) for g in grid)   # nl.nc(2) is not 2
+        found = self._grids.get(key)
         if found is None:
-            found = self._grids[grid] = LegacyKernel(self.user_fn, grid, **self.options)
+            found = self._grids[key] = LegacyKernel(self.user_fn, grid, **self.options)
         return found
 
     def __call__(self, *args, **kwargs):

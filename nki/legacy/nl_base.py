@@ -301,18 +301,42 @@ def static_range(*args, **kwargs):
     return _counted(iterators.static_range(*args))
 
 
-def nc(n: int) -> int:
+class CoreDim(int):
+    """A grid dim size that says how many NeuronCores share it (``nl.nc(2)``,
+    ``nl.spmd_dim(nl.nc(2), 2)``). It is the plain size everywhere; the launch records
+    ``cores`` in the program's ``spmd_grid`` meta for a cost model (the simulator runs the
+    programs one after another on one core)."""
+
+    cores: int
+
+    def __new__(cls, size: int, cores: int) -> CoreDim:
+        dim = super().__new__(cls, size)
+        dim.cores = cores
+        return dim
+
+    def __repr__(self) -> str:
+        return f"spmd_dim({int(self)}, cores={self.cores})"
+
+    def __mul__(self, other):
+        return spmd_dim(self, other)
+
+    __rmul__ = __mul__
+
+
+def nc(n: int) -> CoreDim:
     """``nl.nc(n)``: a grid dim spread over ``n`` NeuronCores. Programs are independent and
-    run one after another here, so it is the plain size ``n``."""
-    return int(n)
+    run one after another here, so it counts as the plain size ``n``."""
+    return CoreDim(int(n), int(n))
 
 
 def spmd_dim(*sizes) -> int:
-    """``nl.spmd_dim(nl.nc(2), 2)``: a grid dim made of sub-dims (their product)."""
-    n = 1
+    """``nl.spmd_dim(nl.nc(2), 2)``: a grid dim made of sub-dims (their product); the
+    ``nl.nc`` parts give its core count."""
+    n, cores = 1, 1
     for s in sizes:
         n *= int(s)
-    return n
+        cores *= getattr(s, "cores", 1)
+    return CoreDim(n, cores) if cores > 1 else n
 
 
 def program_id(axis: int = 0) -> int:
