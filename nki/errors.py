@@ -120,6 +120,9 @@ CATALOG: dict[str, str] = {
     "nki_invalid_grid": "the tile-grid operation is not valid for this grid or tensor",
     "nki_rank_inputs_mismatch": "the ranks of a multi-rank run must pass tensors of one shape "
     "and dtype and equal other arguments",
+    # engine state read before it is written (docs/uninitialized-state.md)
+    "nki_uninitialized_register": "an instruction reads an engine accumulator or a register "
+    "that nothing in the kernel wrote; on hardware it holds whatever was there before",
 }
 
 
@@ -200,6 +203,13 @@ class NkiSpillWarning(NkiCapacityWarning):
 class NkiFragmentationWarning(NkiCapacityWarning):
     """The live SBUF bytes fit, but our first-fit placement (and its fallback) could not pack
     the named tensors; a compiler with another packing may fit them, or may fail as ours did."""
+
+
+class NkiUninitializedRegisterWarning(UserWarning):
+    """A kernel read an engine accumulator (``reduce_cmd=reduce``, or ``reduce_res`` under
+    ``reduce_cmd=idle``) or a ``nisa.register_alloc`` register before anything wrote it:
+    undefined on hardware (stale state of an earlier kernel), 0 here. ``check_uninit=True``
+    (``NKI_CHECK_UNINIT=1``) makes it an error; docs/uninitialized-state.md lists every case."""
 
 
 def fail(code: str, detail: str, loc: SourceLoc | None = None,

@@ -235,7 +235,8 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
     """Lay out HBM, run every core, copy outputs out and written inputs back. With a list
     ``profiles``, every instruction is timed and each core's InstructionProfile appended."""
     call = prepare_call(spec, tensor_args, profiles)
-    run_cores(call.exes, call.view, get_target(spec.settings.target))
+    run_cores(call.exes, call.view, get_target(spec.settings.target),
+              spec.settings.check_uninit)
     return finish_call(call)
 
 
