@@ -120,7 +120,7 @@ CATALOG: dict[str, str] = {
     "nki_invalid_grid": "the tile-grid operation is not valid for this grid or tensor",
     "nki_rank_inputs_mismatch": "the ranks of a multi-rank run must pass tensors of one shape "
     "and dtype and equal other arguments",
-    # engine state read before it is written (docs/uninitialized-state.md)
+    # engine state read before it is written (the table in nki/sim/uninit.py)
     "nki_uninitialized_register": "an instruction reads an engine accumulator or a register "
     "that nothing in the kernel wrote; on hardware it holds whatever was there before",
 }
@@ -209,7 +209,7 @@ class NkiUninitializedRegisterWarning(UserWarning):
     """A kernel read an engine accumulator (``reduce_cmd=reduce``, or ``reduce_res`` under
     ``reduce_cmd=idle``) or a ``nisa.register_alloc`` register before anything wrote it:
     undefined on hardware (stale state of an earlier kernel), 0 here. ``check_uninit=True``
-    (``NKI_CHECK_UNINIT=1``) makes it an error; docs/uninitialized-state.md lists every case."""
+    (``NKI_CHECK_UNINIT=1``) makes it an error; nki/sim/uninit.py tabulates every case."""
 
 
 def fail(code: str, detail: str, loc: SourceLoc | None = None,

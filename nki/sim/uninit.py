@@ -1,10 +1,51 @@
-"""What a run says about engine accumulators it read before writing them.
+"""Engine state a kernel can read before writing it, and what a run says about it.
 
-The helpers log such reads per instruction row while the program runs
+Every piece of state that persists between instructions, what reads it, what a read before
+any write gives on hardware (as far as AWS documents it) and what the simulator does. "Warns"
+means :class:`~nki.errors.NkiUninitializedRegisterWarning` (code
+``nki_uninitialized_register``) naming the kernel's ``file:line``, once per line; with
+``check_uninit=True`` (``NKI_CHECK_UNINIT=1``) the same text is an error.
+
+Per state: who writes it / who reads it / a never-written read on hardware / here.
+
+* **ScalarE reduce_regs** (128 fp32 lanes shared by ``activation``, ``activation_reduce``,
+  ``activate2``). Written by ``reduce_cmd`` ``reset``, ``reset_reduce``, ``reduce``. Read by
+  ``reduce`` and by ``reduce_res`` under ``idle`` (AWS: "an additional instruction is emitted
+  to read the accumulator"). Hardware: not documented; ``idle`` does not modify them, so they
+  hold whatever ran before (an earlier kernel). Here: 0, and a run-time warning per lane (an
+  ``idle`` read after a reset in an earlier iteration, or in a runtime loop that ran, is quiet).
+* **VectorE accumulators** (128 fp32 lanes shared by ``tensor_scalar_reduce``,
+  ``exponential``, ``select_reduce``, ``range_select``, ``tensor_scalar_cumulative``).
+  Written by ``reset``, ``reset_reduce``, ``load_reduce``, ``reduce``. Read by ``reduce`` and
+  by ``tensor_scalar_reduce``'s ``reduce_res`` under ``idle``. Hardware: undefined, and AWS
+  says an ``idle`` ``exponential`` / ``select_reduce`` "may still modify" them. Here: 0 (or
+  the last value), a warning per lane; after an ``idle`` ``exponential`` / ``select_reduce``
+  the lanes count as unwritten again.
+* Not reads: ``select_reduce`` / ``range_select`` ``reduce_res`` under ``idle`` (this call's
+  row maxima), ``tensor_scalar_cumulative`` under ``idle`` / ``reset`` (a scan from ``op1``'s
+  identity), ``tensor_reduce`` and ``tensor_tensor_scan`` (no persistent state; the scan's
+  ``initial`` is an operand). Quiet.
+* **Registers** from ``nisa.register_alloc()`` without a value (virtual; 64 physical per
+  engine sequencer). Written by ``register_alloc(x)``, ``register_move``, ``register_load``,
+  loop variables. Read by ``register_move`` / ``register_alloc(reg)``, ``register_store``,
+  ``fori_loop`` / ``dynamic_range`` bounds, ``while_loop`` conditions, ``while reg:``, and
+  offsets moved by a register (``nl.ds(reg, n)``, ``t[reg]``, ``.ap(scalar_offset=reg)``).
+  Hardware: not documented (the physical register's previous contents). Here: 0; checked
+  while tracing, in program order (a write in a runtime loop body counts even if the loop
+  runs zero times), one warning per register; ``check_uninit`` raises ``NkiValidationError``.
+* **RNG state** (``nisa.rng``, ``rand2``, ``dropout``, ``nl.rand``, ``rand_get_state``;
+  seeded by ``set_rng_seed``, ``rand_set_state``, ``nl.random_seed``). Hardware: not
+  documented before seeding. Here: quiet; every run starts as seed 0 (nki/sim/emit/rng.py):
+  unseeded draws are still random bits, only not reproducible across hardware runs.
+* **PSUM** under ``nc_matmul(accumulate=True)`` that no matmul wrote: undefined (AWS); warns
+  while tracing (``nki_accumulate_uninitialized``), as AWS's simulator does.
+* **SBUF / PSUM bytes** never written: stale memory on hardware; here the NaN sentinel, and
+  ``check_uninit`` raises ``nki_uninitialized_read`` while tracing.
+
+The helpers log accumulator reads per instruction row while the program runs
 (nki/sim/helpers/accumulators.py); after the run, :func:`report` turns the log of every core
-into one warning per instruction (:class:`~nki.errors.NkiUninitializedRegisterWarning`,
-shown once per kernel line like any Python warning) or, with ``check_uninit=True``, an
-:class:`~nki.errors.NkiRuntimeError` naming the first such line.
+into one warning per instruction, shown once per kernel line like any Python warning, or,
+with ``check_uninit=True``, an :class:`~nki.errors.NkiRuntimeError` naming the first line.
 """
 
 from __future__ import annotations
