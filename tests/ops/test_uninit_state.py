@@ -80,7 +80,7 @@ def rowsum_reset_reduce(x):
 
 
 def test_idle_read_of_fresh_registers_warns_and_reads_zero(backend):
-    (s,), msgs = _warns(rowsum_idle, X, backend=backend, lanes="0-127")
+    s, msgs = _warns(rowsum_idle, X, backend=backend, lanes="0-127")
     assert "reset_reduce" in msgs[0] and "Scalar Engine" in msgs[0]
     np.testing.assert_array_equal(s[:, 0], np.zeros(128, np.float32))   # our documented 0
 
@@ -130,7 +130,7 @@ def reduce_first(x):
 
 
 def test_reduce_onto_fresh_registers_warns(backend):
-    (s,), _ = _warns(reduce_first, X, backend=backend, lanes="0-127")
+    s, _ = _warns(reduce_first, X, backend=backend, lanes="0-127")
     np.testing.assert_allclose(s[:, 0], X.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
 
 
@@ -150,7 +150,7 @@ def tiles_reset_in_earlier_iteration(x):
 
 
 def test_reads_are_checked_per_lane(backend):
-    (s,), msgs = _warns(tiles_reset_in_earlier_iteration, X, backend=backend, lanes="64-127")
+    s, msgs = _warns(tiles_reset_in_earlier_iteration, X, backend=backend, lanes="64-127")
     assert len(msgs) == 1
     np.testing.assert_allclose(s[:64, 0], 2 * X[:64].astype(np.float64).sum(1), rtol=1e-5,
                                atol=1e-5)
@@ -206,7 +206,7 @@ def tsr_reduce_first(x):
 
 
 def test_tensor_scalar_reduce_onto_fresh_accumulators_warns(backend):
-    (_,), msgs = _warns(tsr_reduce_first, X, backend=backend, lanes="0-127")
+    _, msgs = _warns(tsr_reduce_first, X, backend=backend, lanes="0-127")
     assert "Vector Engine" in msgs[0]
 
 
@@ -266,7 +266,7 @@ def test_exponential_sum(backend, cmd):
     if cmd == "reset_reduce":
         s = _quiet(kernel, X, backend=backend)
     else:
-        (s,), _ = _warns(kernel, X, backend=backend, lanes="0-127")
+        s, _ = _warns(kernel, X, backend=backend, lanes="0-127")
     np.testing.assert_allclose(s[:, 0], expect, rtol=1e-5)
 
 
@@ -285,7 +285,7 @@ def test_tensor_scalar_cumulative_start(backend, cmd):
     if cmd == "reset_reduce":
         c = _quiet(kernel, X, backend=backend)
     else:
-        (c,), _ = _warns(kernel, X, backend=backend, lanes="0-127")
+        c, _ = _warns(kernel, X, backend=backend, lanes="0-127")
     np.testing.assert_array_equal(c, expect)
 
 
