@@ -28,14 +28,19 @@ _IDENTITY = {int(Alu.add): 0.0, int(Alu.multiply): 1.0, int(Alu.maximum): -np.in
 
 def registers(call: HostCall, scalar_engine: bool, P: int) -> np.ndarray:
     """A (P,) fp32 view of the Scalar (activation) or Vector engine accumulators of this
-    call's lanes: lane i is physical partition i of the data operand (operand 1)."""
+    call's lanes (:func:`_first_lane`)."""
     f = call.PS.view(np.float32)
     start = f.size - (SCALAR_ACC_FROM_END if scalar_engine else VECTOR_ACC_FROM_END)
-    lane0 = _first_lane(call)
+    lane0 = _first_lane(call, scalar_engine)
     return f[start + lane0:start + lane0 + P]
 
 
-def _first_lane(call: HostCall) -> int:
+def _first_lane(call: HostCall, scalar_engine: bool) -> int:
+    """ScalarE lane i is physical partition i of the data operand (operand 1), as in
+    ``activation``; VectorE lanes count from the access's first partition, as in
+    ``tensor_scalar_reduce`` and ``select_reduce``."""
+    if not scalar_engine:
+        return 0
     return int(acc_state.first_lane.py_func(call.irow, operand_base(1), call.L))
 
 
@@ -43,7 +48,7 @@ def _track(call: HostCall, scalar_engine: bool, P: int, reads: bool, writes: boo
     """Note this call's use of its accumulator lanes (nki/sim/helpers/accumulators.py): a
     read of never-written lanes is logged before they are used, then written lanes marked."""
     engine = acc_state.SCALAR if scalar_engine else acc_state.VECTOR
-    lane0 = _first_lane(call)
+    lane0 = _first_lane(call, scalar_engine)
     if reads:
         acc_state.check_lanes.py_func(call.PS, call.frow, engine, lane0, P)
     if writes:
@@ -129,7 +134,7 @@ def _exponential(call: HostCall) -> None:
     out = tr.exp(np.ascontiguousarray(x - _col(call, 2, call.frow[0], P), np.float32))
     call.put_f32(0, out)
     if cmd == IDLE:      # AWS: under idle "the accumulator state may still be modified"
-        acc_state.mark_undefined.py_func(call.PS, acc_state.VECTOR, _first_lane(call), P)
+        acc_state.mark_undefined.py_func(call.PS, acc_state.VECTOR, 0, P)
     else:
         _track(call, False, P, cmd == REDUCE, True)
         regs = registers(call, False, P)

@@ -22,7 +22,7 @@ from nki.sim.helpers import accumulators as accs
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import f32_rows, load_f32, load_i64, store_f32, store_i64
 from nki.sim.helpers.registry import helper
-from nki.sim.layout import O_COUNT, VECTOR_ACC_FROM_END, operand_base
+from nki.sim.layout import O_COUNT, O_OFF, VECTOR_ACC_FROM_END, operand_base
 
 OP0, OP1, OP2, OP3, OP4 = (operand_base(i) for i in range(5))
 # reduce_cmd values (nki.ir.ops.ReduceCmd) as literals for Numba
@@ -209,10 +209,16 @@ def _per_partition_value(H, S, PS, irow, frow, base, imm_index, is_tile, p, L):
 
 @njit(cache=True, nogil=True)
 def _lanes(irow):
-    """Partitions of this call, which runs row-wise (a chunk of the operands' partitions)."""
+    """(partitions, first register lane) of this call, which runs row-wise: a chunk of
+    partitions ``p0 ..`` of the operands owns registers ``p0 ..`` (``set_chunk`` moved the
+    dst's offset by ``p0`` partition strides from the encoded one). VectorE lanes count from
+    the access's first partition (ScalarE's are physical partitions: nki/sim/uninit.py)."""
     if irow[10] == 1:       # one partition is never chunked
-        return 1
-    return irow[OP0 + O_COUNT]
+        return 1, 0
+    p0 = 0
+    if irow[12] != 0:
+        p0 = (irow[OP0 + O_OFF] - irow[11]) // irow[12]
+    return irow[OP0 + O_COUNT], p0
 
 
 @njit(cache=True, nogil=True)
@@ -234,8 +240,7 @@ def tensor_scalar_reduce(H, S, PS, irow, frow, L):
     init."""
     op0, rev0, t0, rop, cmd = irow[2], irow[3], irow[4], irow[5], irow[6]
     has_res, neg, tinit = irow[7], irow[8], irow[9]
-    p = _lanes(irow)
-    p0 = accs.first_lane(irow, OP1, L)    # lane i is physical partition i, as on ScalarE
+    p, p0 = _lanes(irow)
     x = _rows(load_f32(H, S, PS, irow, OP1, L), p)
     s = _per_partition_value(H, S, PS, irow, frow, OP2, 0, t0, p, L).reshape(p, 1)
     y = alu.binary_col_f32(op0, x, s, rev0 == 1)

@@ -170,9 +170,9 @@ def _reduce_max(H, S, PS, irow, frow, L, y, cmd, res, idle_clobbers):
     """Max-reduce y's rows into the accumulators per reduce_cmd; read out into operand res.
     With ``idle`` the accumulators are untouched and res gets this call's row maxima; where
     AWS documents that ``idle`` may still modify them (``idle_clobbers``: select_reduce),
-    their lanes count as never written afterwards. Lane i is physical partition i of dst."""
+    their lanes count as never written afterwards. Lane i is the access's partition i."""
     P = y.shape[0]
-    lane0 = acc_state.first_lane(irow, OP0, L)
+    lane0 = 0
     if cmd == IDLE:
         if idle_clobbers:
             acc_state.mark_undefined(PS, acc_state.VECTOR, lane0, P)

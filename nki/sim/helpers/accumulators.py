@@ -15,8 +15,9 @@ cleared (``layout.ACC_WRITTEN_FROM_END``: Scalar lanes, then Vector lanes) and t
 * call :func:`mark_undefined` where AWS documents that an instruction leaves them undefined
   (Vector engine instructions under ``idle``: "the accumulator state may still be modified").
 
-The cost is one byte compare per lane-row an instruction touches, not per element. Lane ``p`` is
-physical partition ``p`` (:func:`first_lane`). The functions are plain Numba code, so compiled
+The cost is one byte compare per lane-row an instruction touches, not per element. A ScalarE
+lane is the physical partition (:func:`first_lane`); a VectorE lane counts from the access's
+first partition, as the simulator's VectorE ops always did (AWS documents neither). The functions are plain Numba code, so compiled
 helpers inline them and host calls run their ``py_func`` on the same bytes.
 """
 
