@@ -17,8 +17,9 @@ cleared (``layout.ACC_WRITTEN_FROM_END``: Scalar lanes, then Vector lanes) and t
 
 The cost is one byte compare per lane-row an instruction touches, not per element. A ScalarE
 lane is the physical partition (:func:`first_lane`); a VectorE lane counts from the access's
-first partition, as the simulator's VectorE ops always did (AWS documents neither). The functions are plain Numba code, so compiled
-helpers inline them and host calls run their ``py_func`` on the same bytes.
+first partition, as the simulator's VectorE ops always did (AWS documents neither). The
+functions are plain Numba code, so compiled helpers inline them and host calls run their
+``py_func`` on the same bytes.
 """
 
 from __future__ import annotations
