@@ -8,7 +8,7 @@
 | ``NKI_BACKEND`` | ``numba`` or ``python`` | numba |
 | ``NKI_CACHE_DIR`` | where compiled programs are cached | ``~/.cache/nki`` |
 | ``NKI_CACHE`` | 0 disables the on-disk program cache | 1 |
-| ``NKI_CHECK_UNINIT`` | 1: reading never-written SBUF/PSUM raises instead of reading NaN | 0 |
+| ``NKI_CHECK_UNINIT`` | 1: reading never-written SBUF/PSUM/accumulators/registers raises | 0 |
 | ``NKI_CHECK_RACES`` | 1: two ``nl.affine_range`` iterations writing one location raise | 0 |
 | ``NKI_LOOP_BUDGET`` | iterations one run of a runtime loop may take before it raises | 0 (none) |
 | ``NKI_SIMULATOR`` | accepted for compatibility with AWS (every call simulates here) | 1 |

@@ -124,6 +124,9 @@ CATALOG: dict[str, str] = {
     "and dtype and equal other arguments",
     "nki_cost_data_dependent": "the cost model cannot estimate control flow that depends on "
     "data (a runtime loop over register values) from the program alone",
+    # engine state read before it is written (the table in nki/sim/uninit.py)
+    "nki_uninitialized_register": "an instruction reads an engine accumulator or a register "
+    "that nothing in the kernel wrote; on hardware it holds whatever was there before",
 }
 
 
@@ -204,6 +207,13 @@ class NkiSpillWarning(NkiCapacityWarning):
 class NkiFragmentationWarning(NkiCapacityWarning):
     """The live SBUF bytes fit, but our first-fit placement (and its fallback) could not pack
     the named tensors; a compiler with another packing may fit them, or may fail as ours did."""
+
+
+class NkiUninitializedRegisterWarning(UserWarning):
+    """A kernel read an engine accumulator (``reduce_cmd=reduce``, or ``reduce_res`` under
+    ``reduce_cmd=idle``) or a ``nisa.register_alloc`` register before anything wrote it:
+    undefined on hardware (stale state of an earlier kernel), 0 here. ``check_uninit=True``
+    (``NKI_CHECK_UNINIT=1``) makes it an error; nki/sim/uninit.py tabulates every case."""
 
 
 def fail(code: str, detail: str, loc: SourceLoc | None = None,

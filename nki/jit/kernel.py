@@ -267,7 +267,8 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
     ``profiles``, every instruction is timed and each core's InstructionProfile appended;
     with a list ``records``, each core's RunRecord is appended."""
     call = prepare_call(spec, tensor_args, profiles)
-    done = run_cores(call.exes, call.view, get_target(spec.settings.target))
+    done = run_cores(call.exes, call.view, get_target(spec.settings.target),
+                     spec.settings.check_uninit)
     if records is not None:
         records.extend(done)
     return finish_call(call)
