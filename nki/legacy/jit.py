@@ -17,6 +17,7 @@ from nki.ir.ops import LoopKind
 from nki.jit.kernel import Kernel
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import active, current, user_loc, validation
+from nki.legacy.loops import check_abandoned
 from nki.legacy.pending import state
 from nki.legacy.tile import as_legacy
 
@@ -53,8 +54,11 @@ def _runner(fn, grid: tuple[int, ...]):
         if not grid or all(g == 1 for g in grid):
             st = state()
             st.grid, st.program = grid, (0,) * len(grid)
-            return fn(*args, **kwargs)
-        return _programs(fn, grid, args, kwargs)
+            result = fn(*args, **kwargs)
+        else:
+            result = _programs(fn, grid, args, kwargs)
+        check_abandoned(state().loops)
+        return result
 
     return legacy_kernel
 

@@ -168,11 +168,16 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs) -> None:
 
 def static_cast(input_data, dtype):
     """A Python scalar converted to ``dtype`` at trace time (``nl.static_cast(3.7, nl.int32)``
-    is 4: round to nearest even, as the engines cast)."""
+    is 4: round to nearest even, as the engines cast). A host array (the old test harnesses
+    cast their numpy inputs with it) is converted element by element, as
+    ``neuron_dtypes.static_cast`` does."""
     import numpy as np
 
     from nki.lang.indexing import as_dtype
 
+    if isinstance(input_data, np.ndarray) and input_data.ndim:
+        from nki.host_dtypes import static_cast as host_cast
+        return host_cast(input_data, np.dtype(dtype))
     dt = as_dtype(dtype)
     if dt.is_int:
         return int(np.rint(input_data))
