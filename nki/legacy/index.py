@@ -283,15 +283,19 @@ def arange(*args) -> IndexExpr:
 
 class MGridResult(tuple):
     """What ``nl.mgrid[...]`` returns: unpack it (``i_p, i_f = nl.mgrid[0:128, 0:512]``) or
-    use ``.p`` (first axis) and ``.x`` (second)."""
+    read its axes by name: ``.p`` (the first), then ``.x``, ``.y``, ``.z``, ``.w`` (AWS's
+    examples index 3-d tiles as ``t[g.p, g.x, g.y]``)."""
 
-    @property
-    def p(self) -> IndexExpr:
-        return self[0]
+    _AXES = "pxyzw"
 
-    @property
-    def x(self) -> IndexExpr:
-        return self[1]
+    def __getattr__(self, name: str) -> IndexExpr:
+        k = self._AXES.find(name) if len(name) == 1 else -1
+        if k < 0:
+            raise AttributeError(f"nl.mgrid result has no attribute {name!r}")
+        if k >= len(self):
+            raise validation("nki_invalid_argument", f"nl.mgrid result has {len(self)} axes; "
+                             f".{name} would be axis {k}")
+        return self[k]
 
 
 class _MGrid:

@@ -463,8 +463,56 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None,
                     mask=mask)
 
 
+# ----- GpSimd instructions of the later 2.x releases --------------------------------------------
+def local_gather(src_buffer, index, num_elem_per_idx: int = 1, num_valid_indices=None, *,
+                 mask=None, dtype=None, **kwargs) -> Pending:
+    """Gather inside each group of 16 partitions (``nki.lang.indirect.local_gather``):
+    ``[P, num_valid_indices * num_elem_per_idx]`` of ``src_buffer``'s dtype."""
+    s, i = value(src_buffer), value(index)
+    groups = max(s.shape[0] // 16, 1)
+    nv = num_valid_indices if num_valid_indices is not None else i.size // groups
+    from nki.lang.indirect import local_gather as _lg
+
+    def run(dst, s, i):
+        _lg(dst=dst, src_buffer=s, index=i, num_elem_per_idx=num_elem_per_idx,
+            num_valid_indices=num_valid_indices)
+
+    return _pending("nisa.local_gather", (s.shape[0], int(nv) * int(num_elem_per_idx)),
+                    s.dtype, {"s": s, "i": i}, run, mask)
+
+
+def sequence_bounds(*, segment_ids, mask=None, dtype=None, **kwargs) -> Pending:
+    """The [start, end) of each element's run of equal segment ids: ``[1, 2, N]``."""
+    from nki.lang.misc import sequence_bounds as _sb
+
+    s = value(segment_ids)
+    return _pending("nisa.sequence_bounds", (s.shape[0], 2) + tuple(s.shape[1:]),
+                    _dt(dtype, s.dtype), {"s": s},
+                    lambda dst, s: _sb(dst=dst, segment_ids=s), mask)
+
+
+def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None,
+                             reduce_cmd=ReduceCmd.reset_reduce, mask=None, dtype=None,
+                             **kwargs) -> None:
+    """Running scan per partition into ``dst`` (writes it directly, as in the 2.x API)."""
+    from nki.lang.misc import tensor_scalar_cumulative as _tsc
+
+    d = value(dst)
+    before_write(d)
+    _tsc(dst=d, src=value(src), op0=op0, op1=op1, imm0=_number_or_tile(imm0),
+         imm1=None if imm1 is None else _number_or_tile(imm1), reduce_cmd=reduce_cmd)
+
+
+def _number_or_tile(x):
+    """A numpy scalar as the Python number the current rules take; tiles materialised."""
+    import numpy as np
+
+    return x.item() if isinstance(x, np.generic) else value(x)
+
+
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
     "annotations", "Alu", "Engine", "ReduceCmd", "FLOAT32", "Memory", "Call", "dtype_of",
     "NkiTensor", "validation", "as_alu", "rectangle", "shrink", "matmul_mask",
     "rect_predicate", "IndexExpr", "Predicate", "promote", "Pending", "before_write", "value",
     "copy_into", "new_tile")]
+

@@ -184,6 +184,25 @@ def static_cast(input_data, dtype):
     return float(np.asarray(input_data, np.float32).astype(dt.host_dtype()).astype(np.float32))
 
 
+def rand(shape, dtype=None, *, buffer=None, name: str = "", **kwargs):
+    """A new SBUF tile of uniform random floats in [0, 1) (``nl.rand((32, 128))``), drawn
+    from the same Vector-engine generators as the current dialect's ``nl.rand``."""
+    from nki.ir.types import Memory
+    from nki.lang.rng import rand as _rand
+    from nki.legacy.tile import as_legacy
+
+    return as_legacy(_rand(shape, float32 if dtype is None else dtype,
+                           buffer=Memory.SBUF if buffer is None else buffer, name=name))
+
+
+def finfo(dtype):
+    """Machine limits of a float dtype, bfloat16 and fp8 included
+    (``nl.finfo(nl.bfloat16).min``), as ``numpy.finfo`` reports them."""
+    from nki.host_dtypes import finfo as _finfo
+
+    return _finfo(dtype)
+
+
 def expand_dims(data, axis: int):
     """A view of ``data`` with a new size-1 dim at ``axis``."""
     return _m.value(data).expand_dims(axis)

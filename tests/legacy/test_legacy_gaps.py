@@ -1,0 +1,131 @@
+"""Names of the later 2.x legacy API (issue 16 §4): ``nl.rand``, ``nl.finfo``,
+``nisa.local_gather``, ``nisa.sequence_bounds``, ``nisa.tensor_scalar_cumulative`` and
+``nl.mgrid`` axes read by attribute. Kernels of our own against numpy, both backends."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+import numpy as np
+import pytest
+
+from nki.errors import NkiError
+
+
+def rand_top8():
+    """Random tile and its 8 largest values per row (AWS's max8 example)."""
+    r_out = nl.ndarray([32, 128], dtype=nl.float32, buffer=nl.shared_hbm)
+    top_out = nl.ndarray([32, 8], dtype=nl.float32, buffer=nl.shared_hbm)
+    r = nl.rand((32, 128))
+    nl.store(r_out, value=r)
+    nl.store(top_out, value=nisa.max8(src=r))
+    return r_out, top_out
+
+
+def test_rand_and_max8(backend):
+    r, top = nki.jit(rand_top8, backend=backend)()
+    assert r.shape == (32, 128) and np.all((r >= 0) & (r < 1)) and len(np.unique(r)) > 1000
+    np.testing.assert_array_equal(top, -np.sort(-r, axis=1)[:, :8])
+
+
+def fill_lowest(x):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.full(x.shape, fill_value=nl.finfo(nl.bfloat16).min, dtype=nl.float32)
+    nl.store(out, value=nl.maximum(t, nl.load(x)))
+    return out
+
+
+def test_finfo(backend):
+    assert nl.finfo(nl.bfloat16).min == ml_dtypes.finfo(ml_dtypes.bfloat16).min
+    assert nl.finfo(nl.float32).eps == np.finfo(np.float32).eps
+    x = np.array([[-np.inf, 1.0], [-3.0e38, 2.0]], np.float32)
+    out = nki.jit(fill_lowest, backend=backend)(x)
+    lowest = float(ml_dtypes.finfo(ml_dtypes.bfloat16).min)
+    np.testing.assert_array_equal(out, np.maximum(x, lowest))
+
+
+def gather_kernel(src, index, nv):
+    out = nl.ndarray((src.shape[0], nv), dtype=src.dtype, buffer=nl.shared_hbm)
+    g = nisa.local_gather(nl.load(src), nl.load(index), 1, nv)
+    nl.store(out, value=g)
+    return out
+
+
+def test_local_gather(backend, rng):
+    src = rng.standard_normal((32, 40)).astype(np.float32)
+    index = rng.integers(0, 40, size=(32, 2)).astype(np.uint16)
+    nv = 24
+    out = nki.jit(gather_kernel, backend=backend)(src, index, nv)
+    expect = np.empty((32, nv), np.float32)
+    for g in range(2):          # one GpSimd core per 16 partitions, indices column-major
+        idx = index[16 * g:16 * (g + 1)].flatten(order="F")[:nv]
+        expect[16 * g:16 * (g + 1)] = src[16 * g:16 * (g + 1)][:, idx]
+    np.testing.assert_array_equal(out, expect)
+
+
+def bounds_kernel(ids):
+    out = nl.ndarray([1, 2, ids.shape[1]], dtype=ids.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray([1, 2, ids.shape[1]], dtype=ids.dtype, buffer=nl.sbuf)
+    ix, iy, iz = nl.mgrid[0:1, 0:2, 0:ids.shape[1]]
+    t[ix, iy, iz] = nisa.sequence_bounds(segment_ids=nl.load(ids))
+    nl.store(out, value=t)
+    return out
+
+
+def _bounds(ids: np.ndarray) -> np.ndarray:
+    n = len(ids)
+    lo = np.array([n if v == 0 else next(j for j in range(i, -1, -1)
+                                         if j == 0 or ids[j - 1] != v) for i, v in
+                   enumerate(ids)])
+    hi = np.array([-1 if v == 0 else next(j + 1 for j in range(i, n)
+                                          if j == n - 1 or ids[j + 1] != v) for i, v in
+                   enumerate(ids)])
+    return np.stack([lo, hi])[None].astype(np.float32)
+
+
+def test_sequence_bounds(backend):
+    ids = np.array([[0, 1, 1, 2, 2, 2, 0, 3, 3, 5, 5, 5, 5, 0, 0, 7]], np.float32)
+    out = nki.jit(bounds_kernel, backend=backend)(ids)
+    np.testing.assert_array_equal(out, _bounds(ids[0]))
+
+
+def scan_kernel(x):
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    dst = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_cumulative(src=nl.load(x), dst=dst, op0=nl.multiply, op1=nl.add,
+                                  imm0=np.float32(2.0))
+    nl.store(out, value=dst)
+    return out
+
+
+def test_tensor_scalar_cumulative(backend, rng):
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    out = nki.jit(scan_kernel, backend=backend)(x)
+    np.testing.assert_allclose(out, np.cumsum(2.0 * x, axis=1, dtype=np.float32), rtol=1e-5)
+
+
+def mgrid_attrs(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:x.shape[0], 0:x.shape[1], 0:x.shape[2]]
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    t[g.p, g.x, g.y] = nl.load(x[g.p, g.x, g.y])
+    nl.store(out[g.p, g.x, g.y], value=nl.multiply(t[g.p, g.x, g.y], 3.0))
+    return out
+
+
+def test_mgrid_axes_by_attribute(backend, rng):
+    x = rng.standard_normal((16, 2, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(mgrid_attrs, backend=backend)(x), 3 * x)
+
+
+def mgrid_too_far(x):
+    g = nl.mgrid[0:4, 0:4]
+    return nl.load(x[g.p, g.y])
+
+
+def test_mgrid_missing_axis_raises():
+    with pytest.raises(NkiError) as info:
+        nki.jit(mgrid_too_far).specialize(np.zeros((4, 4), np.float32))
+    assert info.value.code == "nki_invalid_argument" and ".y" in str(info.value)
