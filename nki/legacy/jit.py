@@ -45,6 +45,26 @@ def _programs(fn, grid: tuple[int, ...], args, kwargs):
     return level(0, ())
 
 
+def _hbm_results(result):
+    """NKI 0.1's simulator returned on-chip tiles too (AWS's ``range_select`` example
+    returns its SBUF result): each becomes a shared_hbm output the tile is stored into."""
+    from nki.legacy.nl_base import ndarray, shared_hbm, store
+    from nki.legacy.pending import Pending, value
+
+    def out(r):
+        if isinstance(r, Pending):
+            r = value(r)
+        if isinstance(r, NkiTensor) and r.buffer.on_chip:
+            hbm = ndarray(r.shape, r.dtype, buffer=shared_hbm)
+            store(hbm, r)
+            return hbm
+        return r
+
+    if isinstance(result, (tuple, list)):
+        return type(result)(out(r) for r in result)
+    return out(result)
+
+
 def _runner(fn, grid: tuple[int, ...]):
     """The traced function of a legacy kernel: legacy tiles in, the grid around ``fn``."""
 
@@ -58,7 +78,7 @@ def _runner(fn, grid: tuple[int, ...]):
         else:
             result = _programs(fn, grid, args, kwargs)
         check_abandoned(state().loops)
-        return result
+        return _hbm_results(result)
 
     return legacy_kernel
 

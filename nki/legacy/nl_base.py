@@ -207,6 +207,9 @@ def store(dst, value, *, mask=None, **kwargs) -> None:
         >>> nl.store(out[i_p, i_f], value=tile, mask=(i_p < n))    # doctest: +SKIP
     """
     d = _source("nl.store", dst)
+    if _is_number(value):
+        _fill_hbm(d, value, mask)
+        return
     if isinstance(value, Pending) and value._tile is None and value.mask is None \
             and mask is None and value.buffer is Memory.SBUF and value.shape == d.shape \
             and value.api == "nl.load" and not d.is_indirect() \
@@ -214,6 +217,27 @@ def store(dst, value, *, mask=None, **kwargs) -> None:
         value.emit_into(d)       # HBM → HBM: one DMA
         return
     write("nl.store", d, value, mask)
+
+
+def _is_number(x) -> bool:
+    import numpy as np
+
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
+
+
+def _fill_hbm(d: NkiTensor, number, mask) -> None:
+    """``nl.store(out, 100)``: AWS's example calls it "effectively a memset": a filled SBUF
+    tile stored over the view, 128 partitions at a time."""
+    from nki.lang.tracer import current
+
+    pmax = current("nl.store").target.pmax
+    shape = d.shape if d.ndim >= 2 else (1,) + d.shape
+    view = d if d.ndim >= 2 else d.reshape(shape)
+    rows = min(shape[0], pmax)
+    tile = _filled("nl.store", (rows,) + shape[1:], d.dtype, None, "", number)
+    for p0 in range(0, shape[0], rows):
+        n = min(rows, shape[0] - p0)
+        write("nl.store", view[p0:p0 + n], tile[0:n] if n < rows else tile, mask)
 
 
 def write(api: str, dst, value, mask=None, oob_mode=None, accumulate: bool = False) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from numbers import Integral
 
+from nki.ir.nodes import MAX_DIMS
 from nki.ir.ops import Alu
 from nki.ir.types import DType, Memory
 from nki.lang.indexing import index_view
-from nki.lang.tensor import DynSlice, NkiTensor
+from nki.lang.tensor import DynSlice, NkiTensor, fold_dims
 from nki.lang.tracer import current, validation
 from nki.legacy.index import DynIndex, IndexExpr, Predicate, squeeze_positions
 from nki.legacy.pending import Pending, before_write, state, value
@@ -43,7 +44,9 @@ class LegacyTile(NkiTensor):
         self._omask = None
 
     def _new(self, dims, off=None, part=None, dtype=None) -> LegacyTile:
-        v = NkiTensor._new(self, dims, off, part, dtype)
+        # the old API folded views of more than 5 dims whose adjacent dims walk memory as one
+        v = NkiTensor._new(self, fold_dims(dims) if len(dims) > MAX_DIMS else dims, off, part,
+                           dtype)
         return LegacyTile(v._decl, v._dtype, v._part, v._off, v._dims, v._ind, self._oob)
 
     @property

@@ -129,3 +129,51 @@ def test_mgrid_missing_axis_raises():
     with pytest.raises(NkiError) as info:
         nki.jit(mgrid_too_far).specialize(np.zeros((4, 4), np.float32))
     assert info.value.code == "nki_invalid_argument" and ".y" in str(info.value)
+
+
+def store_scalar(x):
+    """AWS's load/store example: ``nl.store(out, 100)`` is "effectively a memset"."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, 100)
+    return out
+
+
+def test_store_python_scalar(backend):
+    x = np.zeros((200, 8), np.float32)      # more rows than partitions: stored in pieces
+    np.testing.assert_array_equal(nki.jit(store_scalar, backend=backend)(x),
+                                  np.full_like(x, 100))
+
+
+def returns_sbuf(x):
+    """AWS's range_select example returns its SBUF result tile."""
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    t[...] = nl.multiply(nl.load(x), 2.0)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return t, out, nl.add(t, 1.0)
+
+
+def test_kernel_returning_sbuf_tiles(backend, rng):
+    x = rng.standard_normal((128, 16)).astype(np.float32)
+    t, out, t1 = nki.jit(returns_sbuf, backend=backend)(x)
+    np.testing.assert_array_equal(t, 2 * x)
+    np.testing.assert_array_equal(out, 2 * x)
+    np.testing.assert_array_equal(t1, 2 * x + 1)
+
+
+def six_dims(x):
+    """Views of 6 dims: the old API folds dims that walk memory as one."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    a, b, c, d, e, f = nl.mgrid[0:2, 0:3, 0:2, 0:2, 0:2, 0:4]
+    t = nl.load(x[a, b, c, d, e, f])
+    nl.store(out[a, b, c, d, e, f], value=nl.add(t, 1.0))
+    whole = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(whole, value=nl.load(x))
+    return out, whole
+
+
+def test_six_dim_views_fold(backend, rng):
+    x = rng.standard_normal((2, 3, 2, 2, 2, 4)).astype(np.float32)
+    out, whole = nki.jit(six_dims, backend=backend)(x)
+    np.testing.assert_array_equal(out, x + 1)
+    np.testing.assert_array_equal(whole, x)
