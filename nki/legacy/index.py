@@ -13,6 +13,7 @@ int (or another expression) builds a :class:`Predicate`, used by ``mask=`` and b
 from __future__ import annotations
 
 from nki.lang.tracer import validation
+from nki.legacy.conjunction import left_of_and, right_of_and
 
 
 def _arange_error(what: str):
@@ -137,16 +138,16 @@ class IndexExpr:
 
     # ----- predicates ----------------------------------------------------------------------
     def __lt__(self, other) -> Predicate:
-        return Predicate.atom(self - other, "<")
+        return right_of_and(Predicate.atom(self - other, "<"), 1)
 
     def __le__(self, other) -> Predicate:
-        return Predicate.atom(self - other, "<=")
+        return right_of_and(Predicate.atom(self - other, "<="), 1)
 
     def __gt__(self, other) -> Predicate:
-        return Predicate.atom(self - other, ">")
+        return right_of_and(Predicate.atom(self - other, ">"), 1)
 
     def __ge__(self, other) -> Predicate:
-        return Predicate.atom(self - other, ">=")
+        return right_of_and(Predicate.atom(self - other, ">="), 1)
 
     def __bool__(self) -> bool:
         raise _arange_error("the truth value of an index expression")
@@ -225,6 +226,8 @@ class Predicate:
     __ror__ = __or__
 
     def __bool__(self) -> bool:
+        if left_of_and(self, 1):      # ``m1 and i < n``: a conjunction (conjunction.py)
+            return True
         raise _arange_error("the truth value of a mask (use '&', not 'and')")
 
     @property

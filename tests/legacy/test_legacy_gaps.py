@@ -177,3 +177,55 @@ def test_six_dim_views_fold(backend, rng):
     out, whole = nki.jit(six_dims, backend=backend)(x)
     np.testing.assert_array_equal(out, x + 1)
     np.testing.assert_array_equal(whole, x)
+
+
+def and_masks(x):
+    """``mask=(i_p < 64 and i_f < 32)``, as AWS's nc_match_replace8 example writes it."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.zeros(x.shape, nl.float32))
+    i_p, i_f = nl.mgrid[0:x.shape[0], 0:x.shape[1]]
+    t = nl.load(x[i_p, i_f], mask=(i_p < 64 and i_f < 32))
+    nl.store(out[i_p, i_f], value=nl.add(t, 1.0), mask=(i_p >= 8 and i_f < 40 and 2 * i_p < 100))
+    return out
+
+
+def test_python_and_between_masks(backend, rng):
+    x = rng.standard_normal((128, 48)).astype(np.float32)
+    out = nki.jit(and_masks, backend=backend)(x)
+    ip, jf = np.mgrid[0:128, 0:48]
+    expect = np.where((ip >= 8) & (jf < 40) & (2 * ip < 100), x + 1, 0)
+    # rows/columns the load left out hold whatever the tile held; only compare the rest
+    inside = (ip < 64) & (jf < 32) | ~((ip >= 8) & (jf < 40) & (2 * ip < 100))
+    np.testing.assert_array_equal(out[inside], expect[inside])
+
+
+def and_of_variables(x):
+    i_p, i_f = nl.mgrid[0:x.shape[0], 0:x.shape[1]]
+    rows, cols = i_p < 64, i_f < 32
+    return nl.load(x[i_p, i_f], mask=(rows and cols))  # variables
+
+
+def test_and_of_mask_variables_raises():
+    """The right operand was made before the ``and``: its bound would be lost silently."""
+    with pytest.raises(NkiError) as info:
+        nki.jit(and_of_variables).specialize(np.zeros((128, 48), np.float32))
+    assert info.value.code == "err_control_flow_condition_depending_on_arange"
+    assert "use '&'" in str(info.value)
+
+
+def affine_mask(x):
+    """Masks over affine index expressions in nl.load / nl.store."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.zeros(x.shape, nl.float32))
+    i_p, i_f = nl.mgrid[0:x.shape[0], 0:x.shape[1]]
+    m = (i_p * 2 + 1 < 100) & (3 * i_f - 2 >= 10)
+    nl.store(out[i_p, i_f], value=nl.add(nl.load(x[i_p, i_f], mask=m), 1.0), mask=m)
+    return out
+
+
+def test_affine_masks_in_load(backend, rng):
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    out = nki.jit(affine_mask, backend=backend)(x)
+    ip, jf = np.mgrid[0:128, 0:64]
+    m = (ip * 2 + 1 < 100) & (3 * jf - 2 >= 10)
+    np.testing.assert_array_equal(out, np.where(m, x + 1, 0))
