@@ -270,16 +270,16 @@ def bn_stats(data, *, mask=None, dtype=None, **kwargs) -> Pending:
                     lambda dst, x: _red.bn_stats(dst=dst, data=x), mask)
 
 
-def _reduced_mask(api: str, x, mask):
-    """A mask over the input of an instruction whose output does not keep the input's free
-    dims (``bn_stats``): the free bounds shrink the input now (the statistics then count
+def _reduced_mask(api: str, x, mask, width: int = 6):
+    """A mask over the input of an instruction whose output, ``[P, width]``, does not keep
+    the input's free dims (``bn_stats``, ``max8``, ``nc_find_index8``): the free bounds shrink the input now (the statistics then count
     only the kept elements, as the layernorm tutorial's last partial chunk needs); the
     partition bound stays a mask over the ``[P, k]`` result."""
     rect = rectangle(mask, x.shape, api)
     if rect is None:
         return x, False
     x = shrink(x, {k: b for k, b in rect.items() if k != 0}, x.shape, "data", api)
-    return x, rect_predicate({k: b for k, b in rect.items() if k == 0}, (x.shape[0], 6))
+    return x, rect_predicate({k: b for k, b in rect.items() if k == 0}, (x.shape[0], width))
 
 
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs) -> Pending:
@@ -353,28 +353,40 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=No
 
 
 def max8(*, src, mask=None, dtype=None, **kwargs) -> Pending:
-    """The 8 largest values of each partition, descending: ``[P, 8]``."""
+    """The 8 largest values of each partition, descending: ``[P, 8]`` (``mask=`` bounds
+    the data searched)."""
     x = _tile("nisa.max8", src, "src")
+    x, rows = _reduced_mask("nisa.max8", x, mask, 8)
     return _pending("nisa.max8", (x.shape[0], 8), _dt(dtype, x.dtype), {"x": x},
-                    lambda dst, x: _sel.max8(dst=dst, src=x), mask)
+                    lambda dst, x: _sel.max8(dst=dst, src=x), rows)
 
 
 def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs) -> Pending:
-    """Index of the first occurrence of each of 8 values per partition: ``[P, 8]`` uint32."""
+    """Index of the first occurrence of each of 8 values per partition: ``[P, 8]`` uint32
+    (``mask=`` bounds the data searched)."""
     x = _tile("nisa.nc_find_index8", data, "data")
+    x, rows = _reduced_mask("nisa.nc_find_index8", x, mask, 8)
     ops = _values({"x": x, "v": vals})
     return _pending("nisa.nc_find_index8", (x.shape[0], 8), _dt(dtype, dtype_of("uint32")),
-                    ops, lambda dst, x, v: _sel.nc_find_index8(dst=dst, data=x, vals=v), mask)
+                    ops, lambda dst, x, v: _sel.nc_find_index8(dst=dst, data=x, vals=v),
+                    rows)
 
 
 def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None,
                       **kwargs) -> Pending:
     """``data`` with the first occurrence of each of 8 values replaced by ``imm``."""
     x = _tile("nisa.nc_match_replace8", data, "data")
-    ops = _values({"x": x, "v": vals, "idx": dst_idx})
-    return _pending("nisa.nc_match_replace8", x.shape, _dt(dtype, x.dtype), ops,
-                    lambda dst, x, v, idx: _sel.nc_match_replace8(dst=dst, data=x, vals=v,
-                                                                  imm=imm, dst_idx=idx),
+    ops = _values({"v": vals, "idx": dst_idx})
+    # the mask bounds ``data`` (AWS's example); vals and dst_idx, [P, 8], only by partition
+    rows = rectangle(mask, x.shape, "nisa.nc_match_replace8")
+    lo, hi = (rows or {}).get(0, (0, x.shape[0]))
+    v, idx = (t[lo:hi] if t is not None and t.shape[0] == x.shape[0] else t
+              for t in (ops["v"], ops["idx"]))
+
+    def run(dst, x):
+        _sel.nc_match_replace8(dst=dst, data=x, vals=v, imm=imm, dst_idx=idx)
+
+    return _pending("nisa.nc_match_replace8", x.shape, _dt(dtype, x.dtype), {"x": x}, run,
                     mask, eager=dst_idx is not None)
 
 

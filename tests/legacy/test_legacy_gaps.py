@@ -229,3 +229,33 @@ def test_affine_masks_in_load(backend, rng):
     ip, jf = np.mgrid[0:128, 0:64]
     m = (ip * 2 + 1 < 100) & (3 * jf - 2 >= 10)
     np.testing.assert_array_equal(out, np.where(m, x + 1, 0))
+
+
+def masked_top8(x):
+    """``mask=`` of max8 / nc_find_index8 / nc_match_replace8 bounds the data searched; the
+    [P, 8] results only by partition (AWS's nc_match_replace8 mask example)."""
+    top = nl.ndarray([x.shape[0], 8], dtype=x.dtype, buffer=nl.shared_hbm)
+    idx = nl.ndarray([x.shape[0], 8], dtype=nl.uint32, buffer=nl.shared_hbm)
+    rep = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:x.shape[0], 0:x.shape[1]]
+    t = nl.load(x)
+    m = nisa.max8(src=t[i_p, i_f], mask=(i_p < 64) & (i_f < 20))
+    nl.store(top, value=m)
+    nl.store(idx, value=nisa.nc_find_index8(data=t[i_p, i_f], vals=m,
+                                            mask=(i_p < 64) & (i_f < 20)))
+    r = nisa.nc_match_replace8(data=t[i_p, i_f], vals=m, imm=-1.0,
+                               mask=(i_p < 64) & (i_f < 20))
+    nl.store(rep, value=r)
+    return top, idx, rep
+
+
+def test_masked_max8_family(backend, rng):
+    x = rng.permutation(128 * 48).reshape(128, 48).astype(np.float32)   # distinct values
+    top, idx, rep = nki.jit(masked_top8, backend=backend)(x)
+    part = x[:64, :20]
+    order = np.argsort(-part, axis=1)[:, :8]
+    np.testing.assert_array_equal(top[:64], np.take_along_axis(part, order, 1))
+    np.testing.assert_array_equal(idx[:64], order)
+    expect = part.copy()
+    np.put_along_axis(expect, order, -1.0, 1)
+    np.testing.assert_array_equal(rep[:64, :20], expect)
