@@ -272,9 +272,10 @@ def bn_stats(data, *, mask=None, dtype=None, **kwargs) -> Pending:
 
 def _reduced_mask(api: str, x, mask, width: int = 6):
     """A mask over the input of an instruction whose output, ``[P, width]``, does not keep
-    the input's free dims (``bn_stats``, ``max8``, ``nc_find_index8``): the free bounds shrink the input now (the statistics then count
-    only the kept elements, as the layernorm tutorial's last partial chunk needs); the
-    partition bound stays a mask over the ``[P, k]`` result."""
+    the input's free dims (``bn_stats``, ``max8``, ``nc_find_index8``): the free bounds
+    shrink the input now (the statistics then count only the kept elements, as the
+    layernorm tutorial's last partial chunk needs); the partition bound stays a mask over
+    the ``[P, width]`` result."""
     rect = rectangle(mask, x.shape, api)
     if rect is None:
         return x, False
