@@ -37,7 +37,9 @@ def _pending(api, shape, dtype, operands: dict, run, mask=None, space=None,
 
 
 def _values(d: dict) -> dict:
-    return {k: value(v) for k, v in d.items()}
+    """Operands as the current rules take them: tiles materialised, numpy scalars (a
+    ``np.int32`` from a shape computation) as Python numbers."""
+    return {k: _number_or_tile(v) for k, v in d.items()}
 
 
 # ----- TensorE --------------------------------------------------------------------------------

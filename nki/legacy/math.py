@@ -76,7 +76,10 @@ def _out_dtype(dtype, default: DType) -> DType:
 
 # ----- elementwise ----------------------------------------------------------------------------
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float))
+    """A Python or numpy number (``w // 2`` of numpy ints is ``np.int32``), not a bool."""
+    import numpy as np
+
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
 
 
 def _broadcast_shape(api: str, *shapes) -> tuple[int, ...]:

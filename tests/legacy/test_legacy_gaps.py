@@ -259,3 +259,18 @@ def test_masked_max8_family(backend, rng):
     expect = part.copy()
     np.put_along_axis(expect, order, -1.0, 1)
     np.testing.assert_array_equal(rep[:64, :20], expect)
+
+
+def numpy_int_operand(x):
+    """Operands computed from shapes are numpy ints (nki-samples' adaptive_avg_pool2d)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    k = np.int32(x.shape[1]) // 2
+    t = nl.load(x)
+    nl.store(out, value=nl.add(nisa.tensor_scalar(t, np.multiply, k), np.int32(3)))
+    return out
+
+
+def test_numpy_and_python_int_operands(backend, rng):
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    np.testing.assert_allclose(nki.jit(numpy_int_operand, backend=backend)(x), x * 4 + 3,
+                               rtol=1e-6)
