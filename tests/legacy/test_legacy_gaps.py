@@ -274,3 +274,22 @@ def test_numpy_and_python_int_operands(backend, rng):
     x = rng.standard_normal((16, 8)).astype(np.float32)
     np.testing.assert_allclose(nki.jit(numpy_int_operand, backend=backend)(x), x * 4 + 3,
                                rtol=1e-6)
+
+
+def masked_gather(data, idx):
+    """``data[b, idx_tile, i_f]`` loaded and stored under a row mask (nki-samples'
+    resize_nearest): the mask keeps the rows whose index is valid."""
+    out = nl.ndarray((128, data.shape[2]), dtype=data.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(data.shape[2])[None, :]
+    rows = nl.load(idx)
+    t = nl.load(data[1, rows, i_f], mask=(i_p < 100))
+    nl.store(out[i_p, i_f], value=t, mask=(i_p < 100))
+    return out
+
+
+def test_masked_indirect_rows_after_an_int(backend, rng):
+    data = rng.standard_normal((2, 50, 16)).astype(np.float32)
+    idx = np.concatenate([rng.integers(0, 50, 100), np.full(28, 999)]).astype(np.int32)
+    out = nki.jit(masked_gather, backend=backend)(data, idx[:, None])
+    np.testing.assert_array_equal(out[:100], data[1, idx[:100]])
