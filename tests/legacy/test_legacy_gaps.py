@@ -293,3 +293,20 @@ def test_masked_indirect_rows_after_an_int(backend, rng):
     idx = np.concatenate([rng.integers(0, 50, 100), np.full(28, 999)]).astype(np.int32)
     out = nki.jit(masked_gather, backend=backend)(data, idx[:, None])
     np.testing.assert_array_equal(out[:100], data[1, idx[:100]])
+
+
+def where_broadcast(x):
+    """``nl.where(cond [P, a, b, c], iota [1, 1, b, c], number)``: numpy broadcasting."""
+    out = nl.ndarray(x.shape, dtype=nl.uint32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:x.shape[0], 0:x.shape[1], 0:x.shape[2], 0:x.shape[3]]
+    t = nl.load(x)
+    lin = nisa.iota(3 * g.y + g.z, dtype=nl.uint32)
+    nl.store(out, value=nl.where(nl.greater(t, 0.0), lin, 9, dtype=nl.uint32))
+    return out
+
+
+def test_where_broadcasts_its_branches(backend, rng):
+    x = rng.standard_normal((16, 5, 3, 3)).astype(np.float32)
+    out = nki.jit(where_broadcast, backend=backend)(x)
+    lin = (3 * np.arange(3)[:, None] + np.arange(3)[None, :]).astype(np.uint32)
+    np.testing.assert_array_equal(out, np.where(x > 0, lin[None, None], 9))
