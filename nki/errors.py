@@ -99,6 +99,10 @@ CATALOG: dict[str, str] = {
     "nki_sbuf_fragmented": "the live SBUF tensors fit the capacity, but our placement could "
     "not pack them",
     "nki_misaligned_address": "the address is not aligned for the tensor's dtype",
+    "nki_removed_in_release": "the spelling was accepted by an earlier NKI release, which "
+    "gave it a meaning we cannot reproduce unambiguously",
+    "nki_address_out_of_range": "a tile placed at an address does not lie inside its memory "
+    "(partitions, bytes per partition)",
     "nki_uninitialized_read": "an instruction reads on-chip memory that was never written",
     "nki_runtime_out_of_bounds": "a dynamic access is out of bounds",
     "nki_loop_budget_exceeded": "a runtime loop ran more iterations than the loop budget "
