@@ -68,6 +68,7 @@ def matmul_cases(n: int):
 
 def run_matmuls(n: int, repeat: int, report) -> None:
     from nki.kernels.matmul import matmul_lhsT
+
     from nki.sim import bf16
 
     for name, lhsT, rhs, unit_on, tlabel in matmul_cases(n):

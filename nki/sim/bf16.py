@@ -64,7 +64,7 @@ def _library_path() -> Path:
 def _compile(path: Path) -> None:
     import subprocess  # only a first build pays for it
 
-    from nki.hostx4 import _locked   # the same cross-process build lock as the x4 dtypes
+    from nki.hostx4 import _locked  # the same cross-process build lock as the x4 dtypes
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path.parent / "build.lock"):
