@@ -44,13 +44,16 @@ from nki.sim.helpers.memory import (
     arena,
     copy_raw,
     element_offset,
+    gather,
     load_bits,
     load_f32,
+    shape_of,
     store_bits,
     store_f32,
 )
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import O_DTYPE, O_SPACE, PhysOperand, operand_base
+from nki.sim.numerics import fp8_to_f32
 
 OP0, OP1, OP2 = (operand_base(i) for i in range(3))
 
@@ -117,8 +120,16 @@ def _bf16_matrix(H, S, PS, irow, base, L, rows, cols):
             and stride >= max(cols, 1)):
         mem = arena(H, S, PS, irow[base + O_SPACE]).view(np.uint16)
         return mem, element_offset(irow, base, L), stride
-    wide = load_f32(H, S, PS, irow, base, L).reshape(rows * cols).view(np.uint32)
-    return (wide >> 16).astype(np.uint16), 0, cols
+    code = irow[base + O_DTYPE]
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    P, F = shape_of(irow, base)
+    if code == BF16:
+        bits = gather(mem.view(np.uint16), element_offset(irow, base, L), irow, base, P, F)
+        return bits.reshape(rows * cols), 0, cols
+    # fp8: one 256-entry table of bf16 encodings (the top halves of the exact fp32 values)
+    table = fp8_to_f32(np.arange(256).astype(np.uint8), code).view(np.uint32) >> 16
+    raw = gather(mem, element_offset(irow, base, L), irow, base, P, F).reshape(rows * cols)
+    return table.astype(np.uint16)[raw], 0, cols
 
 
 @njit(cache=True, nogil=True)
