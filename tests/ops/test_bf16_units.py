@@ -242,3 +242,24 @@ def test_guard_admits_products_at_its_exponent_bound(rng):
 def test_without_the_unit_symbol_answers_no_unit():
     from nki.sim.blas import _no_bf16_unit
     assert _no_bf16_unit.ctypes(1, 1, 1, 1, None, 1, 0, None, 1, 0, None, 1, 0) == bf16.NO_UNIT
+
+
+@needs_unit
+def test_folded_segments_equal_the_instructions_one_at_a_time(rng):
+    """``nki_bgemm`` with ``nseg`` > 1 (a folded K loop): each segment's dot is added to C
+    as its own instruction's would be, so the bits are those of the unfolded chain."""
+    from nki.sim.blas import nki_bgemm_py
+
+    nseg, k, m, n, pitch = 3, 50, 20, 70, 96
+    st = rng.standard_normal((nseg * k, pitch)).astype(BF16)
+    mv = rng.standard_normal((nseg * k, pitch)).astype(BF16)
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    c = c0.copy()
+    status = nki_bgemm_py(m, n, k, nseg, st.ctypes.data, pitch, k * pitch, mv.ctypes.data,
+                          pitch, k * pitch, c.ctypes.data, n, 1)
+    expect = c0
+    sb, mb = st.view(np.uint16), mv.view(np.uint16)
+    for s in range(nseg):
+        expect = model.bgemm(sb[s * k:(s + 1) * k, :m], mb[s * k:(s + 1) * k, :n], expect)
+    assert status == bf16.DONE
+    np.testing.assert_array_equal(c.view(np.uint32), expect.view(np.uint32))
