@@ -86,27 +86,33 @@ int nki_bf16_set_enabled(int on) {
 /* ----- the guard ---------------------------------------------------------------------- */
 typedef struct { int lo, hi, bad; } expo_range;   /* biased exponents of non-zero elements */
 
+/* One vector of the scan: bad |= subnormal or inf/NaN lanes; lo/hi = min/max exponent field
+ * (bits 7..14 in place) of the non-zero lanes of m. */
+__attribute__((target("avx512f,avx512bw"), always_inline))
+static inline void scan_vector(__m512i v, __mmask32 m, __m512i *lo, __m512i *hi,
+                               __mmask32 *bad) {
+    const __m512i emask = _mm512_set1_epi16(0x7F80), mmask = _mm512_set1_epi16(0x007F);
+    __m512i e = _mm512_and_si512(v, emask);
+    __mmask32 zero_e = _mm512_testn_epi16_mask(e, e);
+    *bad |= (zero_e & _mm512_test_epi16_mask(v, mmask)) | _mm512_cmpeq_epi16_mask(e, emask);
+    __mmask32 nz = m & ~zero_e;
+    *lo = _mm512_mask_min_epu16(*lo, nz, *lo, e);
+    *hi = _mm512_mask_max_epu16(*hi, nz, *hi, e);
+}
+
 __attribute__((target("avx512f,avx512bw")))
 static void scan_rows(const uint16_t *x, int64_t rows, int64_t cols, int64_t ld,
                       expo_range *r) {
-    const __m512i emask = _mm512_set1_epi16(0x7F80), mmask = _mm512_set1_epi16(0x007F);
-    const __m512i inf = _mm512_set1_epi16(0x7F80), zero = _mm512_setzero_si512();
-    __m512i lo = _mm512_set1_epi16(0x7F80), hi = zero;
+    __m512i lo = _mm512_set1_epi16(0x7F80), hi = _mm512_setzero_si512();
     __mmask32 bad = 0;
+    int64_t full = cols / 32 * 32, w = cols - full;
+    __mmask32 tail = (__mmask32)((1ull << w) - 1);
     for (int64_t i = 0; i < rows; i++) {
         const uint16_t *row = x + i * ld;
-        for (int64_t j = 0; j < cols; j += 32) {
-            int64_t w = cols - j < 32 ? cols - j : 32;
-            __mmask32 m = w == 32 ? 0xFFFFFFFFu : (__mmask32)((1u << w) - 1);
-            __m512i v = _mm512_maskz_loadu_epi16(m, row + j);
-            __m512i e = _mm512_and_si512(v, emask);
-            __mmask32 zero_e = _mm512_cmpeq_epi16_mask(e, zero);
-            __mmask32 sub = zero_e & _mm512_test_epi16_mask(v, mmask);
-            bad |= sub | _mm512_cmpeq_epi16_mask(e, inf);
-            __mmask32 nz = m & ~zero_e;
-            lo = _mm512_mask_min_epu16(lo, nz, lo, e);
-            hi = _mm512_mask_max_epu16(hi, nz, hi, e);
-        }
+        for (int64_t j = 0; j < full; j += 32)
+            scan_vector(_mm512_loadu_si512(row + j), 0xFFFFFFFFu, &lo, &hi, &bad);
+        if (w)
+            scan_vector(_mm512_maskz_loadu_epi16(tail, row + full), tail, &lo, &hi, &bad);
     }
     uint16_t l[32], h[32];
     _mm512_storeu_si512(l, lo);
