@@ -58,9 +58,11 @@ def signature_of(value) -> tuple:
     return ("const", type(value).__qualname__, repr(value))
 
 
-def wrap_output(array: np.ndarray, like_torch: bool):
-    if like_torch:
+def wrap_output(array: np.ndarray, like=None):
+    """An output as the caller's kind: numpy, or a torch tensor on the device of ``like``
+    (the first torch tensor argument, None when there is none)."""
+    if like is not None:
         from nki.jit.torch_values import from_numpy
 
-        return from_numpy(array)
+        return from_numpy(array, like)
     return array

@@ -291,13 +291,17 @@ def finish_call(call: PreparedCall):
     prog = first.program
     if call.profiles is not None:
         call.profiles.extend(e.profile for e in call.exes)
-    like_torch = any(ta.is_torch for ta in inputs)
+    torch_in = [ta.original for ta in inputs if ta.is_torch]
     for ta, tid in zip(inputs, first.input_ids):
         if tid in first.written_inputs:
             _write_back(ta, _read(hbm, prog, tid))
     views = dict(prog.meta).get("output_views") or [None] * len(first.output_ids)
-    outs = [wrap_output(_returned(hbm, prog, tid, view), like_torch)
+    outs = [wrap_output(_returned(hbm, prog, tid, view), torch_in[0] if torch_in else None)
             for tid, view in zip(first.output_ids, views)]
+    if torch_in:   # torch in, torch out: on the inputs' device, no backward unless registered
+        from nki.jit.torch_values import guard_backward
+
+        outs = guard_backward(outs, torch_in, prog.name)
     _keep_arena(hbm)
     if not outs:
         return None

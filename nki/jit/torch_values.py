@@ -40,6 +40,12 @@ def _bit_views() -> tuple[dict, dict]:
     return table, back
 
 
+def _neuron_device():
+    """The ``nki.torch.device`` module if the bridge is loaded (else None): a ``neuron``
+    tensor of ours is host memory, so it is read and made without a copy."""
+    return sys.modules.get("nki.torch.device")
+
+
 def to_numpy(t) -> np.ndarray:
     """A C-contiguous numpy copy (or view) of a tensor, bf16/fp8 as ml_dtypes.
 
@@ -49,7 +55,9 @@ def to_numpy(t) -> np.ndarray:
     """
     t = t.detach()
     if t.device.type != "cpu":
-        t = t.cpu()
+        device = _neuron_device()
+        ours = device is not None and t.device.type == "neuron" and device.is_initialized()
+        t = device.as_cpu(t) if ours else t.cpu()
     t = t.contiguous()
     table, _ = _bit_views()
     if t.dtype in table:
@@ -58,19 +66,64 @@ def to_numpy(t) -> np.ndarray:
     return t.numpy()
 
 
-def from_numpy(a: np.ndarray):
-    """A CPU torch tensor holding exactly ``a``'s values (bf16/fp8 through their bits)."""
+def from_numpy(a: np.ndarray, like=None):
+    """A torch tensor holding exactly ``a``'s values (bf16/fp8 through their bits), on the
+    device of tensor ``like`` (CPU without one)."""
     torch = _torch()
     a = np.ascontiguousarray(a)
     _, back = _bit_views()
     if a.dtype in back:
         bits, tdt = back[a.dtype]
         view = np.int16 if bits is torch.int16 else np.uint8
-        return torch.from_numpy(a.view(view).copy()).view(tdt)
-    return torch.from_numpy(a.copy())
+        out = torch.from_numpy(a.view(view).copy()).view(tdt)
+    else:
+        out = torch.from_numpy(a.copy())
+    if like is None or like.device.type == "cpu":
+        return out
+    device = _neuron_device()
+    if device is not None and like.device.type == "neuron" and device.is_initialized():
+        return device.as_neuron(out, like.device)      # relabelled, no second copy
+    return out.to(like.device)
 
 
 def copy_into(t, data: np.ndarray) -> None:
     """Write ``data`` back into the caller's tensor (inputs a kernel modified)."""
     with _torch().no_grad():
         t.copy_(from_numpy(data.reshape(tuple(t.shape))).to(t.device))
+
+
+def guard_backward(outs: list, inputs: list, kernel: str) -> list:
+    """``outs`` unchanged, unless autograd records this call (an input requires grad): then
+    they get a backward that raises, naming the kernel. A bare ``@nki.jit`` kernel has no
+    derivative; without this guard ``loss.backward()`` would silently skip it (or fail with
+    torch's "does not require grad") instead of saying what to do."""
+    torch = _torch()
+    tracked = [t for t in inputs if t.requires_grad]
+    if not tracked or not torch.is_grad_enabled() or not outs:
+        return outs
+    return list(_no_backward().apply(kernel, len(outs), *tracked, *outs))
+
+
+@functools.lru_cache(maxsize=1)
+def _no_backward():
+    torch = _torch()
+
+    class NkiKernelWithoutBackward(torch.autograd.Function):
+        """Outputs of an ``@nki.jit`` call on tensors that require grad."""
+
+        @staticmethod
+        def forward(ctx, kernel, n_out, *tensors):
+            ctx.kernel = kernel
+            outs = tuple(t.detach() for t in tensors[len(tensors) - n_out:])
+            ctx.mark_non_differentiable(*(o for o in outs if not o.is_floating_point()))
+            return outs
+
+        @staticmethod
+        def backward(ctx, *grads):
+            raise RuntimeError(
+                f"nki kernel '{ctx.kernel}' has no backward: it was called on tensors that "
+                "require grad, and a bare @nki.jit kernel has no derivative. Register it as "
+                "a custom op with nki.torch.nki_op (torch_neuronx.nki_op) and give it a "
+                "backward with register_autograd, or call it under torch.no_grad()")
+
+    return NkiKernelWithoutBackward
