@@ -50,7 +50,7 @@ def signature_of(value) -> tuple:
     if isinstance(value, np.ndarray):
         return ("tensor", value.shape, dtype_key(value.dtype))
     if is_torch_tensor(value):
-        return ("tensor", tuple(value.shape), str(value.dtype))
+        return ("tensor", tuple(int(d) for d in value.shape), str(value.dtype))  # SymInts too
     if isinstance(value, (int, float, str, bool, type(None))):
         return ("const", type(value).__name__, value)
     if isinstance(value, (tuple, list)):

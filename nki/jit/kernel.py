@@ -21,7 +21,7 @@ from nki.jit.configs import check_configs, inline_nested
 from nki.jit.hbm import hbm_for_call, in_place_inputs
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, Launch, specialize_cores
-from nki.jit.torch_values import is_torch_tensor
+from nki.jit.torch_values import REAL, fake_outputs, is_torch_tensor, kernel_created
 from nki.lang.tracer import active, user_loc
 from nki.sim.runtime import Executable, run_cores
 
@@ -85,6 +85,7 @@ class Kernel:
         self.options = {k: v for k, v in options.items() if k not in _AWS_KWARGS}
         self._lnc = 1
         self._cache: dict = {}
+        kernel_created(self)
 
     def __getitem__(self, grid) -> Kernel:
         lnc = grid[0] if isinstance(grid, tuple) and len(grid) == 1 else grid
@@ -94,6 +95,7 @@ class Kernel:
         clone = Kernel.__new__(Kernel)
         clone.__dict__.update(self.__dict__)
         clone._lnc = lnc
+        kernel_created(clone)
         return clone
 
     def with_schedule(self, schedule) -> Kernel:
@@ -199,7 +201,9 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
-        return execute(spec, tensor_args)
+        # torch.compile tracing (fake tensors): outputs described or a graph node, not run
+        described = fake_outputs(spec, tensor_args, (self, args, kwargs))
+        return execute(spec, tensor_args) if described is REAL else described
 
     def profile(self, *args, **kwargs) -> list:
         """Run once with every instruction timed; one ``InstructionProfile`` per core.

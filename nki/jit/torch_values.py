@@ -10,8 +10,11 @@ and are viewed as ml_dtypes arrays, so no value is ever rounded on the way in or
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import sys
+import weakref
 
 import ml_dtypes
 import numpy as np
@@ -46,13 +49,39 @@ def _neuron_device():
     return sys.modules.get("nki.torch.device")
 
 
+def is_fake(t) -> bool:
+    """A tensor without data (a FakeTensor of ``torch.compile``, or on the meta device)."""
+    if t.device.type == "meta":
+        return True
+    fake = sys.modules.get("torch._subclasses.fake_tensor")
+    return fake is not None and fake.is_fake(t)
+
+
+@functools.lru_cache(maxsize=1)
+def _numpy_dtypes() -> dict:
+    """torch dtype -> numpy dtype of the arrays the simulator takes (ml_dtypes for bf16/fp8)."""
+    torch = _torch()
+    plain = {torch.float32: np.float32, torch.float16: np.float16, torch.float64: np.float64,
+             torch.int8: np.int8, torch.uint8: np.uint8, torch.int16: np.int16,
+             torch.uint16: np.uint16, torch.int32: np.int32, torch.uint32: np.uint32,
+             torch.int64: np.int64, torch.bool: np.bool_}
+    table, _ = _bit_views()
+    plain.update({tdt: ml for tdt, (_, ml) in table.items()})
+    return {tdt: np.dtype(npdt) for tdt, npdt in plain.items()}
+
+
 def to_numpy(t) -> np.ndarray:
-    """A C-contiguous numpy copy (or view) of a tensor, bf16/fp8 as ml_dtypes.
+    """A C-contiguous numpy copy (or view) of a tensor, bf16/fp8 as ml_dtypes; for a tensor
+    without data (:func:`is_fake`), an uninitialised array of its shape and dtype, which is all
+    a trace reads.
 
     Example:
         >>> to_numpy(torch.ones(2, dtype=torch.bfloat16)).dtype   # doctest: +SKIP
         dtype(bfloat16)
     """
+    if is_fake(t):
+        shape = tuple(int(d) for d in t.shape)   # a symbolic size is specialised (guarded)
+        return np.empty(shape, _numpy_dtypes().get(t.dtype, np.float64))
     t = t.detach()
     if t.device.type != "cpu":
         device = _neuron_device()
@@ -127,3 +156,63 @@ def _no_backward():
                 "backward with register_autograd, or call it under torch.no_grad()")
 
     return NkiKernelWithoutBackward
+
+
+REAL = object()   # what fake_outputs returns for a call on real data: run it
+_DESCRIBING = contextvars.ContextVar("nki_describing_outputs", default=False)
+_KERNELS: weakref.WeakSet = weakref.WeakSet()   # every Kernel made, for the torch.compile bridge
+GRAPH_BRIDGE = "nki.torch.jit_ops"              # the module that makes kernel calls graph nodes
+
+
+def kernel_created(kernel) -> None:
+    """Kernel.__init__ (and each LNC clone) reports here, so that ``torch.compile`` can be told
+    about every kernel once it is in use (:mod:`nki.torch.jit_ops`); nothing is imported."""
+    _KERNELS.add(kernel)
+    bridge = sys.modules.get(GRAPH_BRIDGE)
+    if bridge is not None:
+        bridge.kernel_created(kernel)
+
+
+def known_kernels() -> list:
+    """The live kernels made so far."""
+    return list(_KERNELS)
+
+
+@contextlib.contextmanager
+def describing():
+    """Inside, kernel calls on fake tensors return their described outputs directly (the fake
+    kernel of a custom op runs here) instead of becoming a ``torch.compile`` graph node."""
+    token = _DESCRIBING.set(True)
+    try:
+        yield
+    finally:
+        _DESCRIBING.reset(token)
+
+
+def fake_outputs(spec, tensor_args: dict, call: tuple):
+    """The outputs of a call whose torch tensors carry no data (``torch.compile`` tracing an
+    ``nki_op`` or a kernel call), described without running it; ``REAL`` for real data.
+
+    Shapes and dtypes come from the traced program (``spec``, the kernel traced on these
+    shapes), so no fake kernel has to be written by hand. Outputs are contiguous, as real ones.
+    While ``torch.compile`` is tracing, the call (``call``: kernel, args, kwargs) becomes one
+    custom-op node of the graph instead (:mod:`nki.torch.jit_ops`).
+    """
+    torch_in = [ta.original for ta in tensor_args.values() if ta.is_torch]
+    if not torch_in or not any(is_fake(t) for t in torch_in):
+        return REAL
+    bridge = sys.modules.get(GRAPH_BRIDGE)
+    if bridge is not None and not _DESCRIBING.get():
+        return bridge.graph_call(spec, tensor_args, *call)
+    prog = spec.cores[0].program
+    views = dict(prog.meta).get("output_views") or [None] * len(spec.cores[0].output_ids)
+    to_torch = {npdt: tdt for tdt, npdt in _numpy_dtypes().items()}
+    outs = []
+    for tid, view in zip(spec.cores[0].output_ids, views):
+        decl = prog.tensor(tid)
+        shape, dtype = (decl.shape, decl.dtype) if view is None else (view[1], view[3])
+        outs.append(torch_in[0].new_empty(tuple(shape), dtype=to_torch[np.dtype(
+            dtype.host_dtype())]))
+    if not outs:
+        return None
+    return outs[0] if len(outs) == 1 else tuple(outs)

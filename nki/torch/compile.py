@@ -22,7 +22,7 @@ from collections import Counter
 import torch
 from torch import fx
 
-from nki.torch import ops
+from nki.torch import jit_ops, ops
 
 BACKEND = "nki"
 NEURON = "neuron"             # TorchNeuron's name, ours only where nobody else has it
@@ -236,3 +236,8 @@ def register_backend() -> None:
     elif getattr(current, "__module__", None) == __name__ and current is not neuron_backend:
         _COMPILER_FNS.pop(NEURON)           # ours, from a reloaded module
         register(neuron_backend, name=NEURON)
+
+
+# This module is imported when torch.compile looks up the nki/neuron backend (entry points) or
+# by register_backend: from then on @nki.jit calls in compiled code are graph nodes.
+jit_ops.enable()
