@@ -226,3 +226,113 @@ def test_import_nki_torch_when_private_use1_is_taken_raises(claim):
     owner = "otherdev" if claim == "rename_only" else "torch_neuronx_real"
     assert "already taken" in message and owner in message
     assert "TORCH_DEVICE_BACKEND_AUTOLOAD=0" in message
+
+
+# ---------------------------------------------------------------- under torch.compile
+
+def rowsum_kernel(a):
+    out = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, nl.sum(nl.load(a), axis=1, keepdims=True))
+    return out
+
+
+def double_in_place(a):
+    nl.store(a, nl.multiply(nl.load(a), 2.0))
+
+
+def _graphs_backend(graphs: list):
+    """A compile backend that keeps each AOT forward graph's text and runs it eagerly."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    def keep(gm, example_inputs):
+        graphs.append(gm.graph)
+        return gm.forward
+
+    return aot_autograd(fw_compiler=keep)
+
+
+def _calls(graph, namespace: str) -> list[str]:
+    """The graph's calls of ops in ``namespace`` (a mutating op is functionalized into an
+    ``auto_functionalized`` node whose first argument is the op)."""
+    targets = [n.args[0] if "auto_functionalized" in str(n.target) else n.target
+               for n in graph.nodes if n.op == "call_function"]
+    return [str(t) for t in targets if str(t).startswith(namespace)]
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_nki_op_without_a_fake_works_under_compile(neuron, device):
+    """No register_fake: the fake comes from the kernel's trace (shape [N, 1], fp32 from a
+    bf16 input), and the op is one node; opcheck checks fake against real."""
+    from nki.torch import compile as ncompile
+    from nki.torch import kernel_counts, nki_op, wrap_nki
+
+    ncompile.register_backend()
+    kernel = nki.jit(rowsum_kernel)
+
+    @nki_op(f"tn_test::rowsum_{device}")
+    def rowsum(a: torch.Tensor) -> torch.Tensor:
+        return wrap_nki(kernel)(a.contiguous())
+
+    x = torch.randn(16, 32, device=device).to(torch.bfloat16)
+    torch.library.opcheck(rowsum, (x,))
+    graphs: list = []
+    before = kernel_counts().get("rowsum_kernel", 0)
+    fn = torch.compile(lambda t: rowsum(t * 2) + 1, backend=_graphs_backend(graphs),
+                       fullgraph=True)
+    y = fn(x)
+    assert y.shape == (16, 1) and y.dtype == torch.float32 and y.device == x.device
+    want = (x.cpu() * 2).float().sum(1, keepdim=True) + 1
+    torch.testing.assert_close(y.cpu(), want, rtol=1e-2, atol=1e-2)
+    assert _calls(graphs[-1], "tn_test.") == [f"tn_test.rowsum_{device}.default"]
+    assert kernel_counts()["rowsum_kernel"] - before == 1      # tracing ran no kernel
+    z = torch.compile(lambda t: rowsum(t), backend="neuron", fullgraph=True)(x[:8])
+    torch.testing.assert_close(z.cpu(), x[:8].cpu().float().sum(1, keepdim=True),
+                               rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("device", ["cpu", "neuron"])
+def test_jit_kernel_is_one_graph_node_under_compile(neuron, device):
+    from nki.torch import compile as ncompile
+
+    ncompile.register_backend()
+    kernel = nki.jit(add_kernel)
+    graphs: list = []
+    x = torch.randn(16, 32, device=device)
+    fn = torch.compile(lambda t: kernel(t * 2, t) + 1, backend=_graphs_backend(graphs),
+                       fullgraph=True)
+    y = fn(x)
+    assert y.device == x.device
+    torch.testing.assert_close(y.cpu(), x.cpu() * 3 + 1)
+    (node,) = _calls(graphs[-1], "nki_jit.")
+    assert node.startswith("nki_jit.add_kernel_")
+    y = torch.compile(lambda t: kernel(t, t), backend="neuron", fullgraph=True)(x)
+    torch.testing.assert_close(y.cpu(), x.cpu() * 2)
+
+
+def test_jit_kernel_writing_its_input_under_compile(neuron):
+    from nki.torch import compile as ncompile
+
+    ncompile.register_backend()
+    kernel = nki.jit(double_in_place)
+
+    def fn(t):
+        z = t + 1
+        kernel(z)
+        return z
+
+    x = torch.randn(8, 16, device="neuron")
+    graphs: list = []
+    y = torch.compile(fn, backend=_graphs_backend(graphs), fullgraph=True)(x)
+    torch.testing.assert_close(y.cpu(), (x.cpu() + 1) * 2)
+    assert len(_calls(graphs[-1], "nki_jit.")) == 1
+
+
+def test_backward_through_a_jit_kernel_under_compile_raises(neuron):
+    from nki.torch import compile as ncompile
+
+    ncompile.register_backend()
+    kernel = nki.jit(add_kernel)
+    x = torch.randn(4, 8, device="neuron", requires_grad=True)
+    fn = torch.compile(lambda t: kernel(t, t).sum(), backend="neuron", fullgraph=True)
+    with pytest.raises(Exception, match="nki kernel 'add_kernel' has no backward.*nki_op"):
+        fn(x).backward()
