@@ -17,6 +17,7 @@ Kernels are marked when enabled (every kernel made so far) and when made later; 
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import torch
@@ -26,7 +27,9 @@ from nki.jit.torch_values import describing, known_kernels
 
 NAMESPACE = "nki_jit"
 _state = {"enabled": False}
-_ops: dict[tuple, torch.library.CustomOpDef] = {}
+# kernel (the object, not its id: each op keeps its kernel alive) -> {signature: its op}
+_ops: dict = {}
+_names = itertools.count()       # op names are never reused (torch cannot drop an op)
 _lock = threading.Lock()
 
 
@@ -60,13 +63,13 @@ def graph_call(spec, tensor_args: dict, kernel, args: tuple, kwargs: dict):
 
 def _op_for(spec, tensor_args: dict, kernel, args: tuple, kwargs: dict):
     """The custom op of ``kernel`` for this argument signature (made on first use)."""
-    key = (id(kernel), tuple(signature_of(a) for a in args),
+    key = (tuple(signature_of(a) for a in args),
            tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())))
     with _lock:
-        op = _ops.get(key)
-        if op is None:
-            op = _ops[key] = _make_op(spec, sorted(tensor_args), kernel, args, kwargs)
-    return op
+        ops = _ops.setdefault(kernel, {})
+        if key not in ops:
+            ops[key] = _make_op(spec, sorted(tensor_args), kernel, args, kwargs)
+        return ops[key]
 
 
 def _make_op(spec, positions: list[int], kernel, args: tuple, kwargs: dict):
@@ -79,7 +82,7 @@ def _make_op(spec, positions: list[int], kernel, args: tuple, kwargs: dict):
                        for i, w in enumerate(written))
     n_out = len(core.output_ids)
     returns = "Tensor" if n_out == 1 else "(" + ", ".join(["Tensor"] * n_out) + ")"
-    name = f"{NAMESPACE}::{kernel.__name__}_{len(_ops)}"
+    name = f"{NAMESPACE}::{kernel.__name__}_{next(_names)}"
 
     def call(*tensors: torch.Tensor):
         full = list(args)
