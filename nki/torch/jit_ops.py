@@ -11,8 +11,9 @@ from the kernel's trace and whose real kernel runs the kernel; AOTAutograd recor
 one node. Inputs the kernel writes are declared mutated. A backward through the node raises
 (a bare kernel has no derivative: make it an :func:`nki.torch.nki_op` with autograd).
 
-Kernels are marked when enabled (every kernel made so far) and when made later; an LNC clone
-(``kernel[2]``) is a kernel of its own, so make it outside the compiled function.
+Kernels are marked when enabled (every kernel made so far) and when made later, LNC clones
+(``kernel[2]``) included; ``wrap_nki(kernel)[2](...)`` inside a compiled function calls the
+kernel directly, so it is a node too. Runs of a node count in :func:`nki.torch.kernel_counts`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 
 from nki.jit.args import signature_of
 from nki.jit.torch_values import describing, known_kernels
+from nki.torch.ops import launch
 
 NAMESPACE = "nki_jit"
 _state = {"enabled": False}
@@ -88,7 +90,7 @@ def _make_op(spec, positions: list[int], kernel, args: tuple, kwargs: dict):
         full = list(args)
         for pos, t in zip(positions, tensors):
             full[pos] = t
-        return kernel(*full, **kwargs)
+        return launch(kernel, *full, **kwargs)     # counted unless fake
 
     def fake(*tensors: torch.Tensor):
         with describing():

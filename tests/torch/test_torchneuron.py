@@ -336,3 +336,21 @@ def test_backward_through_a_jit_kernel_under_compile_raises(neuron):
     fn = torch.compile(lambda t: kernel(t, t).sum(), backend="neuron", fullgraph=True)
     with pytest.raises(Exception, match="nki kernel 'add_kernel' has no backward.*nki_op"):
         fn(x).backward()
+
+
+def test_lnc_launches_are_graph_nodes_under_compile(neuron):
+    """``kernel[2](x)`` and ``wrap_nki(kernel)[2](x)`` inside the compiled function: one node
+    each, LNC 2 (both halves written), and each run counted."""
+    from nki.torch import compile as ncompile
+    from nki.torch import kernel_counts, wrap_nki
+
+    ncompile.register_backend()
+    kernel = nki.jit(double_halves)
+    x = torch.randn(128, 16, device="neuron")
+    for fn in (lambda t: kernel[2](t) + 1, lambda t: wrap_nki(kernel)[2](t) + 1):
+        graphs: list = []
+        before = kernel_counts().get("double_halves", 0)
+        y = torch.compile(fn, backend=_graphs_backend(graphs), fullgraph=True)(x)
+        torch.testing.assert_close(y.cpu(), x.cpu() * 2 + 1)
+        assert len(_calls(graphs[-1], "nki_jit.")) == 1
+        assert kernel_counts()["double_halves"] - before == 1
