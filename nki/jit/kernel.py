@@ -30,7 +30,7 @@ from nki.jit.configs import check_configs, inline_nested
 from nki.jit.hbm import hbm_for_call, in_place_inputs
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, Launch, specialize_cores
-from nki.jit.torch_values import REAL, fake_outputs, is_torch_tensor, kernel_created
+from nki.jit.torch_values import REAL, fake_outputs, kernel_created
 from nki.lang.tracer import active, user_loc
 from nki.sim.runtime import Executable, run_cores
 
