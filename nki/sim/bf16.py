@@ -2,7 +2,8 @@
 
 Why a small C library (compiled with the machine's ``CC``, default gcc, at first use, like
 nki/hostx4) and not LLVM IR through llvmlite: the kernel is a register-blocked GEMM (12x32
-fp32 accumulators, in-register row interleaving, masked edges, a vector guard scan) whose
+fp32 accumulators, a VNNI-interleaved block of the moving operand reused
+by every row panel, masked edges, a vector guard scan) whose
 speed depends on register allocation and scheduling across ~30 zmm registers; gcc does that
 from intrinsics, while llvmlite would mean hand-writing and maintaining the IR of every
 variant. Without a compiler, or on a CPU without the unit, nothing is built and every matmul

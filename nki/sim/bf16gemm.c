@@ -156,24 +156,33 @@ static void pack_a(const uint16_t *a, int64_t lda, int64_t K, int64_t M, uint32_
 }
 
 /* ----- the micro-kernel --------------------------------------------------------------- */
-/* t[i][0..1] = sum over pairs of the A panel's row i times B's NR columns n0.. (w of them),
- * in the unit. B rows are interleaved in registers (unpack), which puts columns
- * 8j+{0..3} in the low accumulator and 8j+{4..7} in the high one, lane group j. */
+/* B's block of NR columns n0.. (w of them) for one segment, rows (2p, 2p+1) interleaved
+ * into two zmm per pair (unpack: columns 8j+{0..3} in the first, 8j+{4..7} in the second,
+ * lane group j), contiguous, so the row panels that reuse it read it from L1 without
+ * walking K rows a partition pitch apart; the odd K's missing row is zero. */
+__attribute__((target("avx512f,avx512bw"), always_inline))
+static inline void pack_b(const uint16_t *b, int64_t ldb, int64_t K, int64_t w, __m512i *bp) {
+    __mmask32 bm = w >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << w) - 1);
+    int64_t kp = (K + 1) / 2;
+    for (int64_t p = 0; p < kp; p++) {
+        __m512i r0 = _mm512_maskz_loadu_epi16(bm, b + 2 * p * ldb);
+        __m512i r1 = 2 * p + 1 < K ? _mm512_maskz_loadu_epi16(bm, b + (2 * p + 1) * ldb)
+                                   : _mm512_setzero_si512();
+        _mm512_store_si512(bp + 2 * p, _mm512_unpacklo_epi16(r0, r1));
+        _mm512_store_si512(bp + 2 * p + 1, _mm512_unpackhi_epi16(r0, r1));
+    }
+}
+
+/* t[i][0..1] = sum over pairs of the A panel's row i times the packed B block, in the
+ * unit, one vdpbf16ps per pair and half. */
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline))
-static inline void micro(const uint32_t *ap, const uint16_t *b, int64_t ldb, int64_t K,
-                         __mmask32 bm, int mr, __m512 t[MR][2]) {
+static inline void micro(const uint32_t *ap, const __m512i *bp, int64_t kp, int mr,
+                         __m512 t[MR][2]) {
     for (int i = 0; i < MR; i++)
         t[i][0] = t[i][1] = _mm512_setzero_ps();
-    int64_t full = K / 2;
-    for (int64_t p = 0; p <= full; p++) {
-        int tail = p == full;
-        if (tail && !(K & 1))
-            break;
-        __m512i r0 = _mm512_maskz_loadu_epi16(bm, b + 2 * p * ldb);
-        __m512i r1 = tail ? _mm512_setzero_si512()
-                          : _mm512_maskz_loadu_epi16(bm, b + (2 * p + 1) * ldb);
-        __m512bh lo = (__m512bh)_mm512_unpacklo_epi16(r0, r1);
-        __m512bh hi = (__m512bh)_mm512_unpackhi_epi16(r0, r1);
+    for (int64_t p = 0; p < kp; p++) {
+        __m512bh lo = (__m512bh)_mm512_load_si512(bp + 2 * p);
+        __m512bh hi = (__m512bh)_mm512_load_si512(bp + 2 * p + 1);
         const uint32_t *ar = ap + p * MR;
         for (int i = 0; i < mr; i++) {
             __m512bh av = (__m512bh)_mm512_set1_epi32((int)ar[i]);
@@ -208,37 +217,38 @@ static inline void store_tile(float *c, int64_t ldc, int mr, int64_t w, int acc,
 }
 
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline))
-static inline void tile_rows(const uint32_t *apack, int64_t kp, int64_t nseg,
-                             const uint16_t *b, int64_t ldb, int64_t b_step, int64_t K,
-                             int64_t n0, int64_t w, float *c, int64_t ldc, int64_t m0, int mr,
-                             int accumulate, int64_t panels) {
-    __mmask32 bm = w >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << w) - 1);
+static inline void tile(const uint32_t *ap, const __m512i *bp, int64_t kp, int64_t w,
+                        float *c, int64_t ldc, int mr, int add) {
     __m512 t[MR][2];
-    for (int64_t s = 0; s < nseg; s++) {
-        const uint32_t *ap = apack + (s * panels + m0 / MR) * kp * MR;
-        micro(ap, b + s * b_step + n0, ldb, K, bm, mr, t);
-        store_tile(c + m0 * ldc + n0, ldc, mr, w, accumulate || s > 0, t);
-    }
+    micro(ap, bp, kp, mr, t);
+    store_tile(c, ldc, mr, w, add, t);
 }
 
+/* Loop order: NR-column blocks, then segments (the C strip, M x NR fp32, stays in L1/L2
+ * across a folded chain), then MR-row panels over one packed B block. */
 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 static void run_unit(int64_t M, int64_t N, int64_t K, int64_t nseg, const uint32_t *apack,
                      const uint16_t *b, int64_t ldb, int64_t b_step, float *c, int64_t ldc,
-                     int accumulate) {
+                     int accumulate, __m512i *bp) {
     int64_t kp = (K + 1) / 2, panels = (M + MR - 1) / MR;
     for (int64_t n0 = 0; n0 < N; n0 += NR) {
         int64_t w = N - n0 < NR ? N - n0 : NR;
-        int64_t m0 = 0;
-        for (; m0 + MR <= M; m0 += MR)
-            tile_rows(apack, kp, nseg, b, ldb, b_step, K, n0, w, c, ldc, m0, MR, accumulate,
-                      panels);
-        switch (M - m0) {   /* a constant row count per case: the loops unroll */
-#define EDGE(r) case r: tile_rows(apack, kp, nseg, b, ldb, b_step, K, n0, w, c, ldc, m0, r, \
-                                  accumulate, panels); break;
-            EDGE(1) EDGE(2) EDGE(3) EDGE(4) EDGE(5) EDGE(6)
-            EDGE(7) EDGE(8) EDGE(9) EDGE(10) EDGE(11)
+        for (int64_t s = 0; s < nseg; s++) {
+            pack_b(b + s * b_step + n0, ldb, K, w, bp);
+            const uint32_t *as = apack + s * panels * kp * MR;
+            float *cb = c + n0;
+            int add = accumulate || s > 0;
+            int64_t m0 = 0;
+            for (; m0 + MR <= M; m0 += MR)
+                tile(as + (m0 / MR) * kp * MR, bp, kp, w, cb + m0 * ldc, ldc, MR, add);
+            switch (M - m0) {   /* a constant row count per case: the loops unroll */
+#define EDGE(r) case r: tile(as + (m0 / MR) * kp * MR, bp, kp, w, cb + m0 * ldc, ldc, r, add); \
+                break;
+                EDGE(1) EDGE(2) EDGE(3) EDGE(4) EDGE(5) EDGE(6)
+                EDGE(7) EDGE(8) EDGE(9) EDGE(10) EDGE(11)
 #undef EDGE
-            default: break;
+                default: break;
+            }
         }
     }
 }
@@ -264,12 +274,14 @@ int nki_bgemm(int64_t M, int64_t N, int64_t K, int64_t nseg,
         return NKI_BGEMM_REFUSED;
     int64_t kp = (K + 1) / 2, panels = (M + MR - 1) / MR;
     size_t bytes = (size_t)(nseg * panels * kp * MR) * sizeof(uint32_t);
-    uint32_t *apack = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    size_t bbytes = (size_t)kp * 2 * 64;
+    uint32_t *apack = aligned_alloc(64, (bytes + 63) / 64 * 64 + bbytes);
     if (apack == NULL)
         return NKI_BGEMM_REFUSED;
+    __m512i *bpack = (__m512i *)(apack + (bytes + 63) / 64 * 16);
     for (int64_t s = 0; s < nseg; s++)
         pack_a(a + s * a_step, lda, K, M, apack + s * panels * kp * MR);
-    run_unit(M, N, K, nseg, apack, b, ldb, b_step, c, ldc, accumulate);
+    run_unit(M, N, K, nseg, apack, b, ldb, b_step, c, ldc, accumulate, bpack);
     free(apack);
     return NKI_BGEMM_DONE;
 }

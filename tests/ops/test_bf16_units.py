@@ -21,7 +21,7 @@ from nki.sim import bf16_model as model
 
 BF16 = ml_dtypes.bfloat16
 HAS_UNIT = bf16.UNIT is not None
-needs_unit = pytest.mark.skipif(not HAS_UNIT, reason="this CPU has no bf16 dot unit")
+needs_unit = pytest.mark.skipif(not HAS_UNIT, reason=f"no bf16 dot unit: {bf16.STATUS}")
 
 
 def b16(*values) -> np.ndarray:
