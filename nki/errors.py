@@ -120,6 +120,8 @@ CATALOG: dict[str, str] = {
     "nki_invalid_grid": "the tile-grid operation is not valid for this grid or tensor",
     "nki_rank_inputs_mismatch": "the ranks of a multi-rank run must pass tensors of one shape "
     "and dtype and equal other arguments",
+    "nki_cost_data_dependent": "the cost model cannot estimate control flow that depends on "
+    "data (a runtime loop over register values) from the program alone",
 }
 
 

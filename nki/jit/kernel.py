@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nki.config import Settings, from_environment
+from nki.cost.record import observe
 from nki.errors import NkiValidationError, fail
 from nki.ir.printer import format_program
 from nki.ir.target import get_target
@@ -203,7 +204,10 @@ class Kernel:
         spec = self._specialize(args, kwargs, tensor_args)
         # torch.compile tracing (fake tensors): outputs described or a graph node, not run
         described = fake_outputs(spec, tensor_args, (self, args, kwargs))
-        return execute(spec, tensor_args) if described is REAL else described
+        if described is not REAL:
+            return described
+        observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)
+        return execute(spec, tensor_args)
 
     def profile(self, *args, **kwargs) -> list:
         """Run once with every instruction timed; one ``InstructionProfile`` per core.

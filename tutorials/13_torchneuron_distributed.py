@@ -1,4 +1,4 @@
-"""Tutorial 12 — TorchNeuron's distributed workflows on two processes: FSDP2, then tensor
+"""Tutorial 13 — TorchNeuron's distributed workflows on two processes: FSDP2, then tensor
 parallelism with DTensor.
 
 TorchNeuron's guide sets ``PROCESS_GROUP_BACKEND = "neuron"`` and ``DEVICE_TYPE = "neuron"``
@@ -15,8 +15,8 @@ collectives run on Gloo over the neuron tensors' bytes (neuron memory is host me
    the gradients of the full weights match the unsplit CPU model.
 
 Each workflow is its own ``torch.multiprocessing`` launch (a fresh process group each).
-Run: ``python tutorials/12_torchneuron_distributed.py`` or
-``python -m tutorials.12_torchneuron_distributed``.
+Run: ``python tutorials/13_torchneuron_distributed.py`` or
+``python -m tutorials.13_torchneuron_distributed``.
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def main() -> int:
     launch(fsdp2_rank)
     print("2. tensor parallelism (DTensor, Colwise + Rowwise) over 2 processes:")
     launch(tensor_parallel_rank)
-    print("tutorial 12 OK")
+    print("tutorial 13 OK")
     return 0
 
 
