@@ -6,7 +6,7 @@ when ``memory.py`` changes, and then runs stale machine code (seen here as a seg
 operand layout changed). So the first import of ``nki.sim`` compares the digest of the shared helper
 sources with a stamp next to the caches and, if it differs, deletes nki's Numba cache files
 (only nki's: the ``__pycache__`` folders of nki's packages). Generated programs and helper
-entries live in a folder named by the same digest (``nki.sim.compile.source_dir``).
+entries live in a folder named by the same digest (``nki.sim.modules.source_dir``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@
 ``x: nt.tensor[128, 512]`` and ``x: nt.tensor[[128, 512], nl.float32]`` document shapes;
 ``out: nt.mutable_tensor`` marks a parameter the kernel writes. In the current dialect writing
 a parameter is legal either way (spec §1.1), so these are accepted and carry no checks.
+
+Passed as a kernel *argument*, ``nt.tensor[[8192, 4096], nl.bfloat16]`` is a shape-only
+placeholder (AWS's benchmark scripts pass them): the kernel specializes as for an array of
+that shape and dtype (``kernel.specialize``, a cost estimate), and a call that would
+simulate it raises ``nki_shape_only_argument``, since there is no data to run on.
 """
 
 from __future__ import annotations
@@ -21,8 +26,16 @@ class _TensorAnnotation:
         return _TensorAnnotation(self._name, shape)
 
     def __repr__(self) -> str:
-        return f"nt.{self._name}" + (f"[{self.shape}]" if self.shape else "")
+        if not self.shape:
+            return f"nt.{self._name}"
+        shape = list(self.shape)
+        if self.dtype is None:
+            return f"nt.{self._name}[{shape}]"
+        dtype = getattr(self.dtype, "name", self.dtype)
+        return f"nt.{self._name}[{shape}, {dtype}]"
 
+
+TensorAnnotation = _TensorAnnotation     # what nki.jit recognises as a shape-only argument
 
 tensor = _TensorAnnotation("tensor")
 mutable_tensor = _TensorAnnotation("mutable_tensor")

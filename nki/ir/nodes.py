@@ -15,7 +15,7 @@ from typing import Any, Union
 
 from nki.errors import SourceLoc
 from nki.ir.affine import Affine
-from nki.ir.ops import LoopKind, Opcode
+from nki.ir.ops import Alu, Engine, LoopKind, Opcode
 from nki.ir.types import DType, Memory
 
 MAX_DIMS = 5
@@ -146,7 +146,16 @@ def install_depends_on_rule(rule: Callable[[Instr, tuple, Any], None]) -> None:
 @dataclass(frozen=True)
 class Instr:
     """One instruction. Operands are named by role; ``attrs`` are the typed static attributes
-    the family's rule decided (enums, floats, ints, tuples)."""
+    the family's rule decided (enums, floats, ints, tuples): what the instruction computes.
+
+    ``hints`` are what the kernel said about *how* it runs, which never changes the result
+    (a cost model reads them; the simulator does not): ``engine`` (the ``engine=`` asked for,
+    a :class:`~nki.ir.ops.Engine`; see :func:`engine_of` for the engine that runs it),
+    ``dge_mode`` (:class:`~nki.ir.ops.DgeMode`), ``priority`` (DMA quality of service 0-3),
+    ``perf_mode`` (:class:`~nki.ir.ops.MatmulPerfMode`), ``dma_engine``
+    (:class:`~nki.ir.ops.DmaEngine`), ``api`` (the public call that emitted it, e.g.
+    ``"nl.load"``), ``depends_on`` (``((label, nisa.dependency), ...)``: edges added by
+    :meth:`depends_on`, naming producers by their ``dep_label`` hint)."""
 
     opcode: Opcode
     writes: tuple[tuple[str, Operand], ...]
@@ -154,12 +163,40 @@ class Instr:
     attrs: tuple[tuple[str, Any], ...] = ()
     loc: SourceLoc | None = None
     name: str = ""
+    hints: tuple[tuple[str, Any], ...] = ()
 
     def attr(self, key: str, default: Any = None) -> Any:
         for k, v in self.attrs:
             if k == key:
                 return v
         return default
+
+    def hint(self, key: str, default: Any = None) -> Any:
+        """A recorded hint (see the class docstring), or ``default``."""
+        for k, v in self.hints:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine that runs this instruction (:func:`engine_of`)."""
+        return engine_of(self)
+
+    @property
+    def dge_mode(self):
+        """The ``dge_mode=`` the kernel asked for (a ``DgeMode``), or None."""
+        return self.hint("dge_mode")
+
+    @property
+    def priority(self) -> int | None:
+        """The DMA ``priority=`` (0 highest .. 3), or None."""
+        return self.hint("priority")
+
+    @property
+    def perf_mode(self):
+        """The matmul ``perf_mode=`` (a ``MatmulPerfMode``), or None."""
+        return self.hint("perf_mode")
 
     def operand(self, role: str) -> Access | None:
         for k, a in self.writes + self.reads:
@@ -177,7 +214,8 @@ class Instr:
         # the constructor, not dataclasses.replace (which re-reads the fields each call):
         # lowering and reroll map every operand of every unrolled instruction
         return Instr(self.opcode, tuple((k, fn(a)) for k, a in self.writes),
-                     tuple((k, fn(a)) for k, a in self.reads), self.attrs, self.loc, self.name)
+                     tuple((k, fn(a)) for k, a in self.reads), self.attrs, self.loc, self.name,
+                     self.hints)
 
     def depends_on(self, *producers: Instr, kind: Dependency | None = None) -> Instr:
         """``NkiInstruction.depends_on``: run this instruction after each producer (handles
@@ -198,6 +236,23 @@ class Instr:
 
 NkiInstruction = Instr   # the spec's name for the handle an nki.isa call returns
 
+# hints that name one traced instance (the labels of depends_on edges): they differ between
+# the iterations of a loop without making the iterations different instructions
+_INSTANCE_HINTS = frozenset(("dep_label", "depends_on"))
+
+
+def loop_hints(hints: tuple) -> tuple:
+    """``hints`` without the per-instance ones: what must be equal for two instructions to
+    be instances of one loop-body instruction (reroll keeps the first instance's labels,
+    so an edge inside a rerolled body joins the producer of the same iteration)."""
+    if not hints:
+        return hints
+    return tuple(kv for kv in hints if kv[0] not in _INSTANCE_HINTS)
+
+
+def same_hints(a: tuple, b: tuple) -> bool:
+    return a == b or loop_hints(a) == loop_hints(b)
+
 
 @dataclass(frozen=True)
 class Loop:
@@ -209,6 +264,7 @@ class Loop:
     body: tuple[Stmt, ...]
     kind: LoopKind = LoopKind.PYTHON
     loc: SourceLoc | None = None
+    spmd_axis: int | None = None    # a legacy SPMD grid dim: iteration k is program k
 
 
 @dataclass
@@ -223,6 +279,7 @@ class RecordedLoop:
     loc: SourceLoc | None
     iterations: list[list[Stmt]] = field(default_factory=list)
     tensors: list[list[int]] = field(default_factory=list)  # tensors created per iteration
+    spmd_axis: int | None = None    # a legacy SPMD grid dim (see Loop)
 
 
 @dataclass(frozen=True)
@@ -274,7 +331,15 @@ Stmt = Union[Instr, Loop, RecordedLoop, DynFor, DynWhile]
 
 @dataclass(frozen=True)
 class Program:
-    """A whole kernel for one core: tensors, parameters, outputs and the statement tree."""
+    """A whole kernel for one core: tensors, parameters, outputs and the statement tree.
+
+    ``core`` of ``num_cores`` (an LNC launch, ``kernel[2]``): the programs of a launch run
+    at the same time, one per physical core. ``meta`` keys a cost model reads (absent when
+    not applicable): ``"schedule"`` (the ``Kernel.with_schedule`` pairs, by instruction
+    ``name``), ``"spmd_grid"`` (a legacy grid ``kernel[g0, g1, ...]``: per dim
+    ``(size, cores)``, ``cores`` > 1 for a dim written ``nl.nc(n)``/``nl.spmd_dim``; the
+    simulator runs every program serially on one core, the grid dims being the Loops
+    marked ``spmd_axis``), ``"spills"``, ``"hbm_bytes"``, ``"traced_instrs"``."""
 
     name: str
     tensors: tuple[TensorDecl, ...]
@@ -312,3 +377,106 @@ def walk(body, depth: int = 0) -> Iterator[tuple[Stmt, int]]:
 def count_instrs(body) -> int:
     """Number of instruction nodes (not executions) in a statement tree."""
     return sum(1 for s, _ in walk(body) if isinstance(s, Instr))
+
+
+# The engine each opcode runs on when the kernel does not say (``engine=`` omitted or
+# ``engine=unknown``): the engine column of the NKI ISA reference (nki-spec.md §4.1).
+_DEFAULT_ENGINE: dict[Opcode, Engine] = {
+    **dict.fromkeys((Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_INDIRECT,
+                     Opcode.DMA_COMPUTE, Opcode.SENDRECV, Opcode.COLLECTIVE,
+                     Opcode.COLLECTIVE_V, Opcode.PERMUTE_IMPLICIT), Engine.dma),
+    **dict.fromkeys((Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX), Engine.tensor),
+    **dict.fromkeys((Opcode.ACTIVATION, Opcode.ACTIVATE2), Engine.scalar),
+    **dict.fromkeys((Opcode.IOTA, Opcode.AFFINE_SELECT, Opcode.TENSOR_PARTITION_REDUCE,
+                     Opcode.LOCAL_GATHER, Opcode.NC_N_GATHER, Opcode.SEQUENCE_BOUNDS,
+                     Opcode.NONZERO_WITH_COUNT, Opcode.TOPK, Opcode.CORE_BARRIER),
+                    Engine.gpsimd),
+    # register instructions run on an engine's sequencer, not its datapath
+    **dict.fromkeys((Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE),
+                    Engine.sync),
+}
+
+# Simulator bookkeeping with no hardware instruction of its own: the NaN fill of a fresh
+# tile, debug printing, and the gather/scatter that stands for a tensor-indirection access
+# pattern of the instruction that consumes it.
+NOT_ON_HARDWARE = frozenset((Opcode.FILL_UNINIT, Opcode.DEVICE_PRINT, Opcode.TENSOR_GATHER))
+
+
+def engine_of(instr: Instr) -> Engine | None:
+    """The engine that runs ``instr``; None for simulator bookkeeping (``NOT_ON_HARDWARE``).
+
+    The rule, in order:
+
+    1. an engine the rule resolved and recorded in ``attrs`` (``nc_transpose``: Tensor for a
+       PSUM destination, else Vector; ``rng``);
+    2. the ``engine=`` the kernel passed, unless it is ``engine.unknown``;
+    3. the opcode's documented engine (spec §4.1). ``tensor_tensor`` with ``op=power``, and
+       ``tensor_tensor``/``tensor_scalar`` whose operands are all 32-bit integers with
+       arithmetic ops, default to GpSimd (native ints); everything else not listed in
+       ``_DEFAULT_ENGINE`` runs on the Vector engine.
+
+    ``engine=unknown`` therefore means "the documented default", not a choice the model
+    makes; :func:`engine_fixed` says whether the kernel fixed the engine. Legacy ``nl.*``
+    calls (``nl.exp``, ``nl.add``, ``nl.load``, ...) have no ``engine=``: each takes the
+    default of the instruction it lowers to (``nl.exp`` → activation → Scalar, ``nl.add`` →
+    tensor_tensor → Vector), as AWS's compiler does not document its own choice.
+    """
+    if instr.opcode in NOT_ON_HARDWARE:
+        return None
+    resolved = instr.attr("engine")
+    if isinstance(resolved, Engine) and resolved is not Engine.unknown:
+        return resolved
+    asked = instr.hint("engine")
+    if asked is not None and asked is not Engine.unknown:
+        return asked
+    found = _DEFAULT_ENGINE.get(instr.opcode)
+    if found is not None:
+        return found
+    if instr.opcode in (Opcode.TENSOR_TENSOR, Opcode.TENSOR_SCALAR):
+        ops = [instr.attr(k) for k in ("op", "op0", "op1")]
+        if Alu.power in ops:
+            return Engine.gpsimd
+        if instr.attr("int_math") and not any(isinstance(o, Alu) and o.is_bitvec for o in ops):
+            return Engine.gpsimd
+    return Engine.vector
+
+
+def engine_fixed(instr: Instr) -> bool:
+    """Whether the kernel chose the engine (``engine=`` other than unknown); otherwise the
+    engine is the documented default and a compiler could move the instruction."""
+    asked = instr.hint("engine")
+    return asked is not None and asked is not Engine.unknown
+
+
+def _reads_register_offset(instr: Instr) -> bool:
+    """An operand placed by a register (an affine term on a negative slot)."""
+    for _, a, _ in instr.accesses():
+        parts = (a.offset, a.partition) if isinstance(a, Access) else (a.offset,)
+        if any(s < 0 for p in parts for s, _ in p.terms):
+            return True
+    return False
+
+
+def data_dependence(program: Program) -> SourceLoc | None:
+    """Where the kernel's control flow or addressing first reads tensor data, or None when
+    shapes alone determine everything it does (then an estimate needs no input data).
+
+    Data-dependent: a runtime loop whose trip count comes from registers (``nl.while_loop``,
+    an ``nl.fori_loop``/``dynamic_range`` with a register bound), a register loaded from
+    memory, an operand moved by a register, and indirect accesses (``vector_offset``,
+    tensor indirection, gathers), whose rows (and skipped rows under ``oob_mode.skip``)
+    depend on index values. The location is the user's line (the loop's or instruction's).
+    """
+    for s, _ in walk(program.body):
+        if isinstance(s, DynWhile) or (isinstance(s, DynFor) and
+                                       (isinstance(s.start, Reg) or isinstance(s.stop, Reg))):
+            return s.loc
+        if isinstance(s, Instr) and (s.opcode in _DATA_ADDRESSED or s.attr("indirect")
+                                     or _reads_register_offset(s)):
+            return s.loc
+    return None
+
+
+# instructions whose rows or registers come from tensor data
+_DATA_ADDRESSED = frozenset((Opcode.DMA_INDIRECT, Opcode.TENSOR_GATHER, Opcode.LOCAL_GATHER,
+                             Opcode.NC_N_GATHER, Opcode.REGISTER_LOAD))

@@ -50,8 +50,17 @@ def _fmt_attr(v) -> str:
 def format_instr(ins: Instr, program: Program | None = None) -> str:
     ops = " ".join(f"{role}={format_operand(a, program)}" for role, a, _ in ins.accesses())
     attrs = " ".join(f"{k}={_fmt_attr(v)}" for k, v in ins.attrs)
-    text = f"{ins.opcode.name.lower()} {ops} {attrs}".rstrip()
+    text = f"{ins.opcode.name.lower()} {ops} {attrs}".rstrip() + _hints(ins)
     return f"{text}   # {ins.loc.short}" if ins.loc else text
+
+
+def _hints(ins: Instr) -> str:
+    """How it runs, apart from what it computes: `` {engine=gpsimd name='mm'}``. The public
+    API every instruction records is left out (it is in the source line)."""
+    shown = [f"{k}={_fmt_attr(v)}" for k, v in ins.hints if k != "api"]
+    if ins.name:
+        shown.insert(0, f"name={ins.name!r}")
+    return f" {{{' '.join(shown)}}}" if shown else ""
 
 
 def format_instr_short(ins: Instr, program: Program | None = None) -> str:
@@ -87,6 +96,8 @@ def _body(stmts, program, indent, lines) -> None:
             lines.append(indent + format_instr(s, program))
         elif isinstance(s, Loop):
             where = f"   # {s.loc.short} {s.kind.value}" if s.loc else ""
+            if s.spmd_axis is not None:
+                where += f" (spmd grid dim {s.spmd_axis})"
             lines.append(f"{indent}for i{s.slot} in range({s.trip}):{where}")
             _body(s.body, program, indent + "  ", lines)
         elif isinstance(s, DynFor):

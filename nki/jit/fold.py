@@ -13,7 +13,7 @@ import bisect
 from dataclasses import replace
 
 from nki.ir.affine import Affine
-from nki.ir.nodes import Instr, Loop, Placed, RecordedLoop
+from nki.ir.nodes import Instr, Loop, Placed, RecordedLoop, loop_hints
 from nki.ir.ops import LoopKind
 
 MAX_PERIOD = 256
@@ -24,7 +24,7 @@ def signature(stmt) -> tuple:
     if isinstance(stmt, Instr):
         ops = tuple((role, a.space, a.dtype.code, a.dims) if isinstance(a, Placed) else
                     (role, id(a)) for role, a, _ in stmt.accesses())
-        return ("i", stmt.opcode, stmt.attrs, ops)
+        return ("i", stmt.opcode, stmt.attrs, loop_hints(stmt.hints), ops)
     if isinstance(stmt, Loop):
         return ("l", stmt.slot, tuple(signature(s) for s in stmt.body))
     return ("r", id(stmt))

@@ -14,15 +14,23 @@ import numpy as np
 from nki.config import Settings, from_environment
 from nki.cost.record import observe
 from nki.errors import NkiValidationError, fail
+from nki.ir.nodes import data_dependence
 from nki.ir.printer import format_program
 from nki.ir.target import get_target
-from nki.jit.args import TensorArg, signature_of, to_tensor_arg, wrap_output
+from nki.jit.args import (
+    TensorArg,
+    is_tensor,
+    refuse_shape_only,
+    signature_of,
+    tensor_args,
+    wrap_output,
+)
 from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
 from nki.jit.configs import check_configs, inline_nested
 from nki.jit.hbm import hbm_for_call, in_place_inputs
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, Launch, specialize_cores
-from nki.jit.torch_values import REAL, fake_outputs, is_torch_tensor, kernel_created
+from nki.jit.torch_values import REAL, fake_outputs, kernel_created
 from nki.lang.tracer import active, user_loc
 from nki.sim.runtime import Executable, run_cores
 
@@ -86,6 +94,7 @@ class Kernel:
         self.options = {k: v for k, v in options.items() if k not in _AWS_KWARGS}
         self._lnc = 1
         self._cache: dict = {}
+        self._last_record: list = [None]   # shared with kernel[2] clones (last_run_record)
         kernel_created(self)
 
     def __getitem__(self, grid) -> Kernel:
@@ -139,20 +148,19 @@ class Kernel:
                        user_loc()) from None
         bound.apply_defaults()
         for name, value in bound.kwargs.items():
-            if isinstance(value, np.ndarray) or is_torch_tensor(value):
+            if is_tensor(value):
                 raise fail("nki_invalid_argument", f"tensor argument {name!r} is keyword-only; "
                            "kernel tensors must be parameters that can be passed positionally",
                            user_loc())
         return bound.args, bound.kwargs
 
     def _tensor_args(self, args) -> dict[int, TensorArg]:
-        names = list(self._signature.parameters)
-        out = {}
-        for i, a in enumerate(args):
-            if isinstance(a, np.ndarray) or is_torch_tensor(a):
-                name = names[i] if i < len(names) else f"arg{i}"
-                out[i] = to_tensor_arg(i, name, a, user_loc())
-        return out
+        return tensor_args(args, list(self._signature.parameters), user_loc())
+
+    def _runnable(self, spec: Specialization, targs: dict[int, TensorArg]) -> None:
+        """Refuse to simulate shape-only placeholder arguments (nki/jit/args.py)."""
+        refuse_shape_only(targs, list(self._signature.parameters),
+                          data_dependence(spec.cores[0].program), user_loc())
 
     def specialize(self, *args, **kwargs) -> Specialization:
         """Trace and compile for these arguments (cached per shapes/dtypes/constants)."""
@@ -165,7 +173,8 @@ class Kernel:
         settings = self.settings()
         signature = (tuple(signature_of(a) for a in args),
                      tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())))
-        launch = Launch(self._lnc, rank, self.compile_config, self.specialization_config)
+        launch = Launch(self._lnc, rank, self.compile_config, self.specialization_config,
+                        getattr(self, "schedule", ()))
         key = (signature, launch, settings)
         spec = self._cache.get(key)
         if spec is not None:
@@ -207,7 +216,25 @@ class Kernel:
         if described is not REAL:
             return described
         observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)
-        return execute(spec, tensor_args)
+        self._runnable(spec, tensor_args)
+        records: list = []
+        out = execute(spec, tensor_args, records=records)
+        self._last_record[0] = tuple(records)
+        return out
+
+    @property
+    def last_run_record(self) -> tuple | None:
+        """What the last call of this kernel did that its IR cannot say, one
+        :class:`nki.sim.record.RunRecord` per core: the entries and iterations of every
+        runtime loop (``nl.fori_loop``/``while_loop``/``dynamic_range``) and the rows
+        ``oob_mode.skip`` left out. None before the first call. A cost model reads it for
+        data-dependent kernels (``nki.ir.nodes.data_dependence``).
+
+        Example:
+            >>> out = kernel(x, n)                                      # doctest: +SKIP
+            >>> kernel.last_run_record[0].loops[0].trips                # doctest: +SKIP
+        """
+        return self._last_record[0]
 
     def profile(self, *args, **kwargs) -> list:
         """Run once with every instruction timed; one ``InstructionProfile`` per core.
@@ -222,7 +249,9 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         profiles: list = []
-        execute(self._specialize(args, kwargs, tensor_args), tensor_args, profiles)
+        spec = self._specialize(args, kwargs, tensor_args)
+        self._runnable(spec, tensor_args)
+        execute(spec, tensor_args, profiles)
         return profiles
 
 
@@ -239,11 +268,16 @@ def _check_core_races(cores: list[CoreProgram], target, strict: bool) -> None:
             core.program = program
 
 
-def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=None):
+def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=None,
+            records: list | None = None):
     """Lay out HBM, run every core, copy outputs out and written inputs back. With a list
-    ``profiles``, every instruction is timed and each core's InstructionProfile appended."""
+    ``profiles``, every instruction is timed and each core's InstructionProfile appended;
+    with a list ``records``, each core's RunRecord is appended."""
     call = prepare_call(spec, tensor_args, profiles)
-    run_cores(call.exes, call.view, get_target(spec.settings.target))
+    done = run_cores(call.exes, call.view, get_target(spec.settings.target),
+                     spec.settings.check_uninit)
+    if records is not None:
+        records.extend(done)
     return finish_call(call)
 
 

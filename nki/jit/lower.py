@@ -36,8 +36,7 @@ def lower(program: Program, target: Target) -> Program:
             elif isinstance(s, (Loop, *DYN_LOOPS)):
                 out.append(replace(s, body=tuple(body(s.body))))
             elif isinstance(s, RecordedLoop):
-                out.append(RecordedLoop(s.kind, s.loc, [body(it) for it in s.iterations],
-                                        s.tensors))
+                out.append(replace(s, iterations=[body(it) for it in s.iterations]))
         return out
 
     return replace(program, body=tuple(body(program.body)))

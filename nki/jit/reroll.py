@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from nki.ir import nodes
 from nki.ir.affine import Affine
 from nki.ir.nodes import DYN_LOOPS, Instr, Loop, Placed, Program, RecordedLoop, Stmt
 from nki.ir.ops import LoopKind
@@ -63,7 +64,8 @@ def _unify_operand(ops: list, slot: int, inputs: frozenset):
 def _unify_instr(instrs: list[Instr], slot: int, inputs: frozenset) -> Instr:
     first = instrs[0]
     for x in instrs[1:]:
-        if (x.opcode != first.opcode or x.attrs != first.attrs or len(x.writes) !=
+        if (x.opcode != first.opcode or x.attrs != first.attrs or
+                not nodes.same_hints(x.hints, first.hints) or len(x.writes) !=
                 len(first.writes) or len(x.reads) != len(first.reads)):
             raise _NoFoldError
 
@@ -133,7 +135,7 @@ def _make_loop(iters: list[list[Stmt]], slot: int, rec: RecordedLoop,
     if any(len(it) != length for it in iters):
         raise _NoFoldError
     body = tuple(_unify([it[j] for it in iters], slot, inputs) for j in range(length))
-    return Loop(slot, Affine(len(iters)), body, rec.kind, rec.loc)
+    return Loop(slot, Affine(len(iters)), body, rec.kind, rec.loc, rec.spmd_axis)
 
 
 def _fold(rec: RecordedLoop, slot: int, inputs: frozenset) -> list[Stmt]:

@@ -17,6 +17,7 @@ from nki.ir.nodes import Instr
 from nki.ir.ops import Alu, Opcode
 from nki.ir.types import Memory
 from nki.lang.common import Call, acc
+from nki.lang.hints import records
 from nki.lang.operators import as_alu, op_name
 from nki.lang.tensor import NkiTensor
 
@@ -165,6 +166,7 @@ def _sizes(call: Call, kind: str, s: NkiTensor, d: NkiTensor, n: int, dim: int, 
                          f"{s.dtype.name} but dsts[{i}] is {d.dtype.name}")
 
 
+@records("priority")
 def all_reduce(srcs, dsts, replica_group, op, priority=None, name=""):
     """Every rank of a rank-list gets the elementwise ``op`` of all ranks' ``srcs`` (fp32,
     folded in rank order).
@@ -177,6 +179,7 @@ def all_reduce(srcs, dsts, replica_group, op, priority=None, name=""):
                        op, 0, name, priority)
 
 
+@records("priority")
 def all_gather(srcs, dsts, replica_group, collective_dim=0, priority=None, name=""):
     """Every rank gets all ranks' ``srcs`` concatenated along ``collective_dim`` (bit-exact).
 
@@ -188,6 +191,7 @@ def all_gather(srcs, dsts, replica_group, collective_dim=0, priority=None, name=
                        None, collective_dim, name, priority)
 
 
+@records("priority")
 def reduce_scatter(srcs, dsts, replica_group, collective_dim=0, op=None, priority=None,
                    name=""):
     """Rank ``r`` gets chunk ``r`` (along ``collective_dim``) of the ``op``-reduction.
@@ -200,6 +204,7 @@ def reduce_scatter(srcs, dsts, replica_group, collective_dim=0, op=None, priorit
                        replica_group, op, collective_dim, name, priority)
 
 
+@records("priority")
 def all_to_all(srcs, dsts, replica_group, collective_dim=0, priority=None, name=""):
     """Chunk ``s`` of rank ``r``'s dst is chunk ``r`` of rank ``s``'s src (bit-exact).
 
@@ -210,6 +215,7 @@ def all_to_all(srcs, dsts, replica_group, collective_dim=0, priority=None, name=
                        None, collective_dim, name, priority)
 
 
+@records("priority")
 def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=""):
     """Send ``srcs`` along each ``(source, target)`` pair; a target receives into ``dsts``.
 
@@ -375,6 +381,7 @@ def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known: 
                          priority)
 
 
+@records("priority")
 def all_to_all_v_prepare(srcs, dsts, replica_group, metadata_tensor,
                          recv_counts_known: bool = False, has_rdispls: bool = False,
                          priority=None, name=None) -> Instr:
@@ -402,6 +409,7 @@ def all_to_all_v_trigger(prepare_instr, name=None) -> Instr:
                       name)
 
 
+@records("priority")
 def all_gather_v_prepare(srcs, dsts, replica_group, metadata_tensor,
                          recv_counts_known: bool = False, has_rdispls: bool = False,
                          priority=None, name=None) -> Instr:

@@ -170,6 +170,23 @@ def check_depends_on(consumer: Instr, producers: tuple, kind) -> None:
                        "simulator runs instructions in program order and cannot move one "
                        "after a later one: issue the producer first", call.loc,
                        NkiUnsupportedError)
+    _record_edges(call.trace, consumer, producers, kind or Dependency.runtime)
+
+
+def _record_edges(trace, consumer: Instr, producers: tuple, kind: Dependency) -> None:
+    """Keep the edges in the IR for a cost model: each producer gets a ``dep_label`` hint
+    (a number unique in the trace) and the consumer a ``depends_on`` hint listing
+    ``(label, kind)``. The handles are the very instructions in the trace, not yet copied
+    by any pass, so their hints are set in place (they are frozen for the passes' sake)."""
+    edges = list(consumer.hint("depends_on", ()))
+    for p in producers:
+        label = p.hint("dep_label")
+        if label is None:
+            label = trace.next_label()
+            object.__setattr__(p, "hints", p.hints + (("dep_label", label),))
+        edges.append((label, kind))
+    hints = tuple(kv for kv in consumer.hints if kv[0] != "depends_on")
+    object.__setattr__(consumer, "hints", hints + (("depends_on", tuple(edges)),))
 
 
 install_depends_on_rule(check_depends_on)

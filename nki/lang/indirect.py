@@ -23,6 +23,7 @@ from nki.lang.control import (
     register_terms,
     scalar_register,
 )
+from nki.lang.hints import records
 from nki.lang.operators import as_alu
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import validation
@@ -110,6 +111,7 @@ def _is_dynamic(t) -> bool:
     return t.is_indirect() or bool(register_terms(t.access().offset))
 
 
+@records("priority", "dge_mode", "engine", "name")
 def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None, name=""):
     """Copy ``src`` to ``dst`` between HBM and SBUF; either side may be an indirect view
     (``.ap(vector_offset=idx)``: a gather or a scatter of rows) or moved by a register.
@@ -191,6 +193,7 @@ def _rows_instr(call: Call, opcode: Opcode, dst, srcs: list, mode: OobMode, attr
     return call.trace.emit(ins, api=call.api)
 
 
+@records("name")
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None,
                 name=""):
     """``dst = srcs[0] + srcs[1] + ...`` on the DMA engines, in fp32. With ``dst`` and

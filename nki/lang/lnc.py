@@ -18,6 +18,7 @@ from nki.ir.ops import Alu, DmaEngine, Engine, Opcode
 from nki.ir.types import Memory
 from nki.lang.collectives import _DATA, check_priority, ranks_of
 from nki.lang.common import Call, acc
+from nki.lang.hints import records
 from nki.lang.operators import as_alu, op_name
 from nki.lang.tracer import user_loc
 
@@ -51,6 +52,7 @@ def _barrier(api: str, data, cores, engine, name) -> Instr:
     return call.trace.emit(ins, api=call.api)
 
 
+@records("engine")
 def core_barrier(data, cores, engine=Engine.gpsimd, name=None) -> Instr:
     """Wait until both physical cores of the LNC reach this barrier (``cores=(0, 1)``).
 
@@ -98,6 +100,7 @@ def _exchange(api: str, src, dst, send_to_rank, recv_from_rank, *, reduce_op=Non
     return call.trace.emit(ins, api=call.api)
 
 
+@records("dma_engine", "priority")
 def sendrecv(src, dst, send_to_rank, recv_from_rank, dma_engine=DmaEngine.dma, name=None,
              priority=None) -> Instr:
     """Send ``src`` to core ``send_to_rank`` and receive ``dst`` from ``recv_from_rank``
@@ -115,6 +118,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, dma_engine=DmaEngine.dma, n
 _COMPUTE_MEMS = (Memory.SBUF, Memory.PRIVATE_HBM)
 
 
+@records("priority")
 def sendrecv_compute(src, dst, send_to_rank, recv_from_rank, reduce_op, name=None,
                      priority=None) -> Instr:
     """Exchange tiles with the peer core and write ``reduce_op(src, peer)`` to ``dst``
@@ -137,6 +141,7 @@ def _deprecated(api: str, new: str) -> None:
                            loc.filename if loc else "<nki>", loc.lineno if loc else 0)
 
 
+@records("engine")
 def isa_core_barrier(data, cores, engine=None, name=""):
     """Deprecated spelling of :func:`core_barrier` (warns).
 
@@ -147,6 +152,7 @@ def isa_core_barrier(data, cores, engine=None, name=""):
     return _barrier("nisa.core_barrier", data, cores, engine, name)
 
 
+@records("dma_engine", "priority")
 def isa_sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, dma_engine=None,
                  name="", priority=None):
     """Deprecated spelling of :func:`sendrecv` (warns); ``pipe_id`` is ignored.

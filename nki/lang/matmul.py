@@ -12,6 +12,7 @@ from nki.ir.ops import Engine, Opcode
 from nki.ir.ops import MatmulPerfMode as matmul_perf_mode  # noqa: N813
 from nki.ir.types import FLOAT32, Memory
 from nki.lang.common import Call, acc, dtype_of
+from nki.lang.hints import records
 from nki.lang.tensor import NkiTensor
 
 __all__ = ["nc_matmul", "nc_transpose", "dma_transpose", "matmul_perf_mode"]
@@ -73,8 +74,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         add = _resolve_accumulate(call, d, accumulate)
     attrs = (("transpose", transpose), ("accumulate", add), ("row_split", split), ("k", K),
              ("m", M), ("n", N))
+    mode = () if perf_mode is None else (("perf_mode", matmul_perf_mode(int(split == 2))),)
     ins = Instr(Opcode.NC_MATMUL, (("dst", acc(d)),),
-                (("stationary", acc(s)), ("moving", acc(m))), attrs, call.loc, name)
+                (("stationary", acc(s)), ("moving", acc(m))), attrs, call.loc, name, mode)
     return call.trace.emit(ins, by_matmul=True, api=call.api, reads_dst=add)
 
 
@@ -242,6 +244,7 @@ def _warn_accumulate(call: Call, d: NkiTensor, matmul_state: str) -> None:
 
 
 # ----- transposes ---------------------------------------------------------------------------
+@records("engine")
 def nc_transpose(dst, data, engine=Engine.unknown, name=""):
     """Bit-exact partition↔free transpose of ``data`` (free dims flattened) into ``dst``.
 
@@ -282,6 +285,7 @@ def nc_transpose(dst, data, engine=Engine.unknown, name=""):
     return call.trace.emit(ins, by_matmul=eng is Engine.tensor, api=call.api)
 
 
+@records("priority", "dge_mode")
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=None, name=""):
     """Transpose ``src`` (HBM or SBUF) into SBUF ``dst`` with the DMA engines, bit-exactly.
 

@@ -12,6 +12,7 @@ reads NaN" into explicit flags at trace time, with no runtime bookkeeping.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import sys
@@ -115,8 +116,17 @@ class Trace:
         self.launched_with_grid = False
         self.warnings: list[str] = []
         self.num_registers = 0                 # virtual registers allocated so far
+        # registers some traced instruction writes (nki/lang/control.py: reads of others
+        # warn), and where each was allocated
+        self.written_registers: set[int] = set()
+        self.register_sites: dict[int, SourceLoc | None] = {}
         self.open_while: list[tuple] = []      # 'while reg:' loops being traced
         self._use_hooks: dict[int, UseHook] = {}
+        # how-it-runs keywords of the public call being traced (Instr.hints), set by
+        # Trace.hints around the call's rule and stamped on every instruction it emits
+        self._hints: tuple[tuple[str, object], ...] = ()
+        self._labels = 0      # the last number next_label gave
+        self.meta: dict = {}  # facts about the whole launch for Program.meta (spmd_grid)
         # outputs some write of which is not proven to overwrite its bytes on every run
         # (runtime offsets or loops, read-modify-writes, non-DMA writers)
         self.unproven_writes: set[int] = set()
@@ -283,6 +293,7 @@ class Trace:
         view registered with :meth:`on_first_use` run around it. ``reads_dst``: the
         instruction also reads what it writes (an accumulating matmul adds to its PSUM), so
         never-written bytes there read as the fresh-tile sentinel, not stale memory."""
+        instr = self._stamp(instr, api)
         post = self._run_use_hooks(instr) if self._use_hooks else ()
         if self.widened:
             name = api or instr.opcode.name.lower()
@@ -304,6 +315,43 @@ class Trace:
         for after in post:
             after()
         return instr
+
+    def next_label(self) -> int:
+        """A fresh number naming one instruction (the producer of a ``depends_on`` edge)."""
+        self._labels += 1
+        return self._labels
+
+    @contextlib.contextmanager
+    def hints(self, **hints):
+        """Record ``hints`` (None values dropped) on every instruction emitted inside the
+        block: a public stub wraps its rule in it, so the engine, DMA mode, priority and
+        ``name=`` a kernel gave reach the IR however the rule builds its instructions.
+
+        Example:
+            >>> with call.trace.hints(engine=eng, name=name):  # doctest: +SKIP
+            ...     return _emit(...)
+        """
+        old = self._hints
+        merged = dict(old)
+        merged.update((k, v) for k, v in hints.items() if v is not None and v != "")
+        self._hints = tuple(merged.items())
+        try:
+            yield
+        finally:
+            self._hints = old
+
+    def _stamp(self, instr: Instr, api: str) -> Instr:
+        """``instr`` with the active hints and its public API recorded (a name hint fills
+        an empty ``Instr.name``; a rule's own hints win over the block's)."""
+        extra = [(k, v) for k, v in self._hints if k != "name"]
+        if api:
+            extra.append(("api", api))
+        name = instr.name or dict(self._hints).get("name", "")
+        if not extra and name == instr.name:
+            return instr
+        own = dict(instr.hints)
+        hints = tuple((k, v) for k, v in extra if k not in own) + instr.hints
+        return replace(instr, hints=hints, name=name)
 
     def _plain_overwrite(self, instr: Instr, role: str, acc: Access, indirect) -> bool:
         """Whether ``instr`` certainly overwrites every byte of ``acc`` whenever the kernel

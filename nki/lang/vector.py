@@ -7,6 +7,7 @@ from nki.ir.nodes import Instr
 from nki.ir.ops import Alu, Engine, Opcode
 from nki.ir.types import Memory
 from nki.lang.common import Call, acc
+from nki.lang.hints import records
 from nki.lang.operators import as_alu, op_name
 from nki.lang.tensor import NkiTensor
 
@@ -37,6 +38,7 @@ def _int_math(alu: Alu, *tensors: NkiTensor) -> bool:
     return alu in _INT_GPSIMD and all(t.dtype.name in ("int32", "uint32") for t in tensors)
 
 
+@records("engine")
 def tensor_tensor(dst, data1, data2, op, engine=None, name=""):
     """``dst = data1 op data2`` elementwise; same partitions and elements per partition; not
     both inputs in PSUM.
@@ -59,6 +61,7 @@ def tensor_tensor(dst, data1, data2, op, engine=None, name=""):
     return call.trace.emit(ins, api=call.api)
 
 
+@records("engine")
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None,
                   reverse1=False, engine=None, name=""):
     """``dst = (data op0 operand0) op1 operand1``; operands are scalars or [P,1] tiles.
@@ -103,6 +106,7 @@ def _scalar_attr(reads, attrs, value, role, imm):
         attrs.append((imm, float(value)))
 
 
+@records("engine")
 def tensor_copy(dst, src, engine=None, name=""):
     """``dst = src`` (bit-exact when dtypes match, else through fp32).
 
@@ -129,6 +133,7 @@ def emit_memset(call: Call, d: NkiTensor, value) -> Instr:
     return call.trace.emit(ins, api=call.api)
 
 
+@records("engine", "name")
 def memset(dst, value, engine=None, name=""):
     """Fill ``dst`` with a compile-time constant.
 

@@ -17,6 +17,7 @@ from nki.ir.ops import LoopKind
 from nki.jit.kernel import Kernel
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import active, current, user_loc, validation
+from nki.legacy.loops import check_abandoned
 from nki.legacy.pending import state
 from nki.legacy.tile import as_legacy
 
@@ -26,12 +27,14 @@ def _programs(fn, grid: tuple[int, ...], args, kwargs):
     trace = current("kernel launch")
     st = state()
     st.grid = grid
+    trace.meta["spmd_grid"] = tuple((int(g), getattr(g, "cores", 1)) for g in grid)
 
     def level(d: int, point: tuple[int, ...]):
         if d == len(grid):
             st.program, st.num_outputs = point, 0
             return fn(*args, **kwargs)
         rec = trace.begin_loop(LoopKind.AFFINE, user_loc())
+        rec.spmd_axis = d
         try:
             result = None
             for i in range(grid[d]):
@@ -44,6 +47,26 @@ def _programs(fn, grid: tuple[int, ...], args, kwargs):
     return level(0, ())
 
 
+def _hbm_results(result):
+    """NKI 0.1's simulator returned on-chip tiles too (AWS's ``range_select`` example
+    returns its SBUF result): each becomes a shared_hbm output the tile is stored into."""
+    from nki.legacy.nl_base import ndarray, shared_hbm, store
+    from nki.legacy.pending import Pending, value
+
+    def out(r):
+        if isinstance(r, Pending):
+            r = value(r)
+        if isinstance(r, NkiTensor) and r.buffer.on_chip:
+            hbm = ndarray(r.shape, r.dtype, buffer=shared_hbm)
+            store(hbm, r)
+            return hbm
+        return r
+
+    if isinstance(result, (tuple, list)):
+        return type(result)(out(r) for r in result)
+    return out(result)
+
+
 def _runner(fn, grid: tuple[int, ...]):
     """The traced function of a legacy kernel: legacy tiles in, the grid around ``fn``."""
 
@@ -53,8 +76,11 @@ def _runner(fn, grid: tuple[int, ...]):
         if not grid or all(g == 1 for g in grid):
             st = state()
             st.grid, st.program = grid, (0,) * len(grid)
-            return fn(*args, **kwargs)
-        return _programs(fn, grid, args, kwargs)
+            result = fn(*args, **kwargs)
+        else:
+            result = _programs(fn, grid, args, kwargs)
+        check_abandoned(state().loops)
+        return _hbm_results(result)
 
     return legacy_kernel
 
@@ -81,9 +107,10 @@ class LegacyKernel(Kernel):
             if not isinstance(g, int) or isinstance(g, bool) or g < 1:
                 raise validation("nki_invalid_argument", f"kernel[{grid}]: grid dims must be "
                                  "positive ints")
-        found = self._grids.get(grid)
+        key = tuple((int(g), getattr(g, "cores", 1)) for g in grid)   # nl.nc(2) is not 2
+        found = self._grids.get(key)
         if found is None:
-            found = self._grids[grid] = LegacyKernel(self.user_fn, grid, **self.options)
+            found = self._grids[key] = LegacyKernel(self.user_fn, grid, **self.options)
         return found
 
     def __call__(self, *args, **kwargs):

@@ -31,6 +31,7 @@ from nki.sim.emit import EMITTERS, load_all
 from nki.sim.emit.control import register_file_source
 from nki.sim.helpers.registry import helper_id, helper_id_by_name, helper_name
 from nki.sim.layout import NF, NSLOTS, ROW, PhysOperand, RowWriter
+from nki.sim.record import SKIPPED_RUNS, loop_slots
 
 # L[STOP_SLOT] is the stop word: another thread (nki/sim/runtime.py, on Ctrl-C) sets it while
 # the program runs, and the program checks it before every instruction, so it stops within one
@@ -115,8 +116,8 @@ class _Emitter:
             raise NotImplementedError(f"no emitter for {ins.opcode.name}")
         hid = helper_id(em.helper)
         self.helpers.append(helper_name(hid))
-        writer = RowWriter(hid, int(ins.opcode))
         k = len(self.rows)
+        writer = RowWriter(hid, int(ins.opcode), row=k)
         ins, pre, guard = self._dynamic(ins, k, indent)
         operands = {role: phys(a) for role, a, _ in ins.accesses()}
         em.encode(ins, writer, operands)
@@ -137,7 +138,10 @@ class _Emitter:
         self.lines.extend(pre)
         if guard:    # oob_mode=skip: the instruction runs only when its registers are in range
             self.lines.append(f"{indent}if {guard}:")
-            indent += "    "
+            self.call_row(str(k), indent + "    ", f"  # {self.origins[k]}")
+            self.lines.append(f"{indent}else:  # skipped: counted in the run record")
+            self.lines.append(f"{indent}    {_bump(SKIPPED_RUNS)}")
+            return
         self.call_row(str(k), indent, f"  # {self.origins[k]}")
 
     def call_row(self, k: str, indent: str, comment: str = "") -> None:
@@ -203,9 +207,14 @@ class _Emitter:
         inner = indent + "    "
         if self.loop_budget:
             self.lines.append(f"{indent}c{n} = 0")
+        slots = loop_slots(n)          # the run record's counters (nki/sim/record.py)
+        if slots is not None:
+            self.lines.append(f"{indent}{_bump(slots[1])}")
         if isinstance(s, DynFor):
             self.lines.append(f"{indent}for v{n} in range({_val(s.start)}, {_val(s.stop)}, "
                               f"{s.step}):{where}")
+            if slots is not None:
+                self.lines.append(f"{inner}{_bump(slots[0])}")
             self.count_trip(n, inner)
             self.lines.append(f"{inner}R[{s.var.id}] = v{n}")
             self.body(s.body, inner)
@@ -214,6 +223,8 @@ class _Emitter:
         if s.var is not None:
             self.lines.append(f"{indent}R[{s.var.id}] = R[{s.cond.id}]")
         self.lines.append(f"{indent}while R[{test.id}] != 0:{where}")
+        if slots is not None:
+            self.lines.append(f"{inner}{_bump(slots[0])}")
         self.count_trip(n, inner)
         if not s.body and s.var is None:   # nothing in it checks the stop word: check here
             row = max(len(self.rows) - 1, 0)
@@ -251,6 +262,11 @@ class _Emitter:
             else:
                 raise TypeError(f"cannot emit {type(s).__name__}; run reroll first")
         self.flush(indent)
+
+
+def _bump(slot: int) -> str:
+    """The line adding one to a run-record counter in the register file."""
+    return f"R[{slot}] = R[{slot}] + 1"
 
 
 def generate(program: Program) -> Generated:

@@ -17,12 +17,9 @@ from __future__ import annotations
 import ast
 import ctypes
 import hashlib
-import importlib.util
 import json
 import linecache
 import os
-import sys
-import tempfile
 import threading
 from collections.abc import Callable
 
@@ -34,6 +31,7 @@ from nki.sim.codegen import STOP_SLOT
 from nki.sim.emit.control import register_file_source
 from nki.sim.helpers.registry import NLOOPVARS
 from nki.sim.layout import NF, ROW
+from nki.sim.modules import import_module, source_dir, write_module
 
 _HEADER = """from numba import carray, cfunc, njit, types
 
@@ -59,40 +57,6 @@ _C_PROGRAM = ctypes.CFUNCTYPE(
     ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
     ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
     ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
-
-
-def source_dir() -> str:
-    """Where generated sources and their machine code live: one folder per version of the
-    shared helper sources, so two nki installs never use each other's machine code."""
-    from nki._digest import shared_digest
-    from nki.config import from_environment
-
-    base = from_environment().cache_dir or tempfile.gettempdir()
-    path = os.path.join(base, "programs", shared_digest()[:16])
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    return path
-
-
-def write_module(folder: str, modname: str, text: str) -> str:
-    """Write ``text`` as ``folder/modname.py`` (atomically, once); returns the path."""
-    path = os.path.join(folder, modname + ".py")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    return path
-
-
-def import_module(modname: str, path: str):
-    """Import (once per process) the module at ``path`` under ``modname``."""
-    module = sys.modules.get(modname)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(modname, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = module   # before exec: Numba records importable module names
-        spec.loader.exec_module(module)
-    return module
 
 
 def compile_source(name: str, source: str) -> Callable:

@@ -18,6 +18,7 @@ from nki.errors import NkiRuntimeError, fail
 from nki.ir.ops import OobMode, Opcode
 from nki.sim.emit import emitter
 from nki.sim.emit.collectives import HostCall, host_call, host_op
+from nki.sim.emit.control import registers
 from nki.sim.helpers.memory import (
     copy_raw,
     element_offset,
@@ -42,6 +43,7 @@ from nki.sim.layout import (
     OPW,
     operand_base,
 )
+from nki.sim.record import SKIPPED_ROWS
 
 DST, IDX, SRC0 = operand_base(0), operand_base(1), operand_base(2)
 FAULT_INDEX, FAULT_GATHER = 3, 4   # codes in L[15] (see nki.sim.runtime)
@@ -81,6 +83,7 @@ def dma_rows(H, S, PS, irow, frow, L):
     for p in range(rows):
         if has_idx == 1 and (idx[p] < lo or idx[p] > hi):
             if skip == 1:
+                registers(PS)[SKIPPED_ROWS] += 1      # the run record (nki/sim/record.py)
                 continue
             L[13] = p
             L[14] = idx[p]

@@ -130,7 +130,7 @@ def _entry_address(hid: int) -> int:
     compiled it before (no Numba involved), else compiled now by Numba and kept
     (``nki.sim.objcache``). Only the helpers a program uses are ever compiled."""
     from nki.sim import objcache
-    from nki.sim.compile import import_module, source_dir, write_module
+    from nki.sim.modules import import_module, source_dir, write_module
 
     name, text = _entry_module(hid)
     folder = source_dir()
