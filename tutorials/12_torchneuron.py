@@ -1,4 +1,4 @@
-"""Tutorial 11 — code written for AWS's TorchNeuron, run on the simulator.
+"""Tutorial 12 — code written for AWS's TorchNeuron, run on the simulator.
 
 TorchNeuron (``torch-neuronx``) is AWS's PyTorch backend for Trainium: a ``neuron`` device,
 ``torch.compile(backend="neuron")`` and NKI kernels as PyTorch operators. Where AWS's package
@@ -15,7 +15,7 @@ script runs here, on host memory and the simulated NeuronCore:
    ``register_autograd``, and the whole layer compiled with
    ``torch.compile(backend="neuron", fullgraph=True)``, forward and backward.
 
-Tutorial 12 runs the distributed workflows (FSDP2, tensor parallelism) on two processes.
+Tutorial 13 runs the distributed workflows (FSDP2, tensor parallelism) on two processes.
 Run: ``python tutorials/12_torchneuron.py`` or ``python -m tutorials.12_torchneuron``.
 """
 
@@ -146,7 +146,7 @@ def main() -> int:
     print(f"torch_neuronx {torch_neuronx.__version__} ({torch_neuronx.__name__})")
     part1_eager_training()
     part2_fused_attention_compiled()
-    print("tutorial 11 OK")
+    print("tutorial 12 OK")
     return 0
 
 

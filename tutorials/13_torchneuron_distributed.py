@@ -1,4 +1,4 @@
-"""Tutorial 12 — TorchNeuron's distributed workflows on two processes: FSDP2, then tensor
+"""Tutorial 13 — TorchNeuron's distributed workflows on two processes: FSDP2, then tensor
 parallelism with DTensor.
 
 TorchNeuron's guide sets ``PROCESS_GROUP_BACKEND = "neuron"`` and ``DEVICE_TYPE = "neuron"``
@@ -173,7 +173,7 @@ def main() -> int:
     launch(fsdp2_rank)
     print("2. tensor parallelism (DTensor, Colwise + Rowwise) over 2 processes:")
     launch(tensor_parallel_rank)
-    print("tutorial 12 OK")
+    print("tutorial 13 OK")
     return 0
 
 

@@ -211,11 +211,11 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
-        observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)
         # torch.compile tracing (fake tensors): outputs described or a graph node, not run
         described = fake_outputs(spec, tensor_args, (self, args, kwargs))
         if described is not REAL:
             return described
+        observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)
         self._runnable(spec, tensor_args)
         records: list = []
         out = execute(spec, tensor_args, records=records)
