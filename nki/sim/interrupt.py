@@ -13,6 +13,11 @@ kernel runs on the main thread this module makes SIGINT set it:
 
 A wakeup fd installed before (asyncio's) is restored afterwards and receives every byte in the
 meantime. Off the main thread nothing is installed: signals are delivered to the main thread.
+
+A signal's byte may still sit in the pipe, unread, when its watch ends (the reading thread is
+slow to wake on a loaded machine); read later, it would stop the *next* run, which then raises
+a KeyboardInterrupt nobody sent. So the outermost watch ends with a marker byte of its own and
+waits until the thread has read it, and with it every byte before it.
 """
 
 from __future__ import annotations
@@ -36,22 +41,36 @@ class _Watcher:
         self.lock = threading.Lock()
         self.watched: dict[int, list[np.ndarray]] = {}   # id of a watch -> its stop words
         self.forward: int = -1                            # the wakeup fd we replaced
+        self.drained = threading.Event()                  # the thread read our marker
         threading.Thread(target=self._read, name="nki-interrupt-watch", daemon=True).start()
 
     def _read(self) -> None:
         while True:
             data = os.read(self.read_fd, 64)
+            marker = _MARKER in data
+            data = data.replace(bytes([_MARKER]), b"")
             with self.lock:
                 if signal.SIGINT in data:
                     for words in self.watched.values():
                         for lv in words:
                             lv[STOP_SLOT] = 1
                 forward = self.forward
-            if forward >= 0:
+            if forward >= 0 and data:
                 with contextlib.suppress(OSError):
                     os.write(forward, data)
+            if marker:
+                self.drained.set()
+
+    def drain(self) -> None:
+        """Return once every byte written to the pipe so far has been read (bounded wait: a
+        thread that cannot run within a second leaves the risk, not a hang)."""
+        self.drained.clear()
+        with contextlib.suppress(OSError):
+            os.write(self.write_fd, bytes([_MARKER]))
+            self.drained.wait(1.0)
 
 
+_MARKER = 0                      # no signal has number 0
 _WATCHER: _Watcher | None = None
 _WATCHER_LOCK = threading.Lock()
 
@@ -82,9 +101,12 @@ def watching(loopvars: list[np.ndarray]):
     finally:
         with w.lock:
             del w.watched[key]
-            if not w.watched:   # the outermost watch restores what was there
+            outermost = not w.watched
+            if outermost:   # the outermost watch restores what was there
                 signal.set_wakeup_fd(w.forward)
                 w.forward = -1
+        if outermost:
+            w.drain()
 
 
 def stop(loopvars: list[np.ndarray]) -> None:

@@ -119,3 +119,19 @@ def test_loop_budget_stops_an_endless_while_loop(backend):
     kernel = nki.jit(_spin_forever, backend=backend, cache=False, loop_budget=1000)
     with pytest.raises(nki.NkiRuntimeError, match=r"nl.while_loop ran 1000 iterations"):
         kernel(X)
+
+
+def test_a_signal_byte_left_in_the_pipe_never_stops_the_next_run():
+    """A SIGINT that arrived at the very end of one run (its byte still unread) must not stop
+    the next run: that run would raise a KeyboardInterrupt nobody sent."""
+    from nki.sim import interrupt
+    from nki.sim.codegen import STOP_SLOT
+
+    for _ in range(20):
+        first, second = np.zeros(16, np.int64), np.zeros(16, np.int64)
+        with interrupt.watching([first]):
+            watcher = interrupt._watcher()
+            os.write(watcher.write_fd, bytes([signal.SIGINT]))   # as the C handler would
+        with interrupt.watching([second]):
+            time.sleep(0.01)
+            assert second[STOP_SLOT] == 0
