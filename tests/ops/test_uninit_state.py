@@ -384,3 +384,40 @@ def test_register_copy_of_unwritten_register_warns(backend):
     # the copy's read of r warns; the copy itself then counts as written (one warning)
     assert len(msgs) == 1 and "nisa.register_alloc reads register r0" in msgs[0]
     assert out[0, 0] == 0
+
+
+def while_reg(x, n, load):
+    """bwmm's deprecated loop: ``register_alloc()`` + ``register_load`` then ``while reg:``
+    (quiet); without the load the first test reads an unwritten register."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = _load(x)
+    cnt = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cnt, src=n)
+    reg = nisa.register_alloc()
+    if load:
+        nisa.register_load(reg, cnt)
+    while reg:
+        nisa.tensor_scalar(dst=acc, data=acc, op0=nl.multiply, operand0=2.0)
+        nisa.tensor_scalar(dst=cnt, data=cnt, op0=nl.subtract, operand0=1.0)
+        nisa.register_load(reg, cnt)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def while_loaded(x, n):
+    return while_reg(x, n, True)
+
+
+def while_unloaded(x, n):
+    return while_reg(x, n, False)
+
+
+def test_while_reg_after_load_is_quiet_and_without_warns(backend):
+    n = np.array([[2]], np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        out = _quiet(while_loaded, X, n, backend=backend)
+        np.testing.assert_array_equal(out, X * np.float32(4.0))
+        out, msgs = _warns(while_unloaded, X, n, backend=backend)
+    assert "'while reg:'" in msgs[0]
+    np.testing.assert_array_equal(out, X)       # the unwritten register reads 0: no trips
