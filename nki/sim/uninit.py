@@ -77,8 +77,7 @@ def lanes_text(lanes: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def _message(g, row: int, engine: int, lanes: list[int], cores: list[int]) -> str:
-    what = g.origins[row] if 0 <= row < len(g.origins) else "an instruction"
+def _message(what: str, engine: int, lanes: list[int], cores: list[int]) -> str:
     on = f"core {', '.join(map(str, cores))}: " if cores != [0] else ""
     return (f"[nki_uninitialized_register] {on}{what} reads the {_ENGINES[engine]} of "
             f"partitions {lanes_text(lanes)}, which no earlier instruction of this kernel set "
@@ -89,16 +88,20 @@ def _message(g, row: int, engine: int, lanes: list[int], cores: list[int]) -> st
 
 def report(events: list[tuple[int, int, int, list[int]]], programs: list, check: bool) -> None:
     """Warn about (or, with ``check``, raise for) the logged reads of every core.
-    ``programs[core]``: that core's ``Generated`` (rows → origins and source lines)."""
-    merged: dict[tuple[int, int], tuple[set, list]] = {}
+    ``programs[core]``: that core's ``Generated`` (rows → origins and source lines). The
+    cores of a launch are traced apart, so a row means an instruction of one core only:
+    reads are merged across cores by the instruction they name, not by row."""
+    merged: dict[tuple[str, int], tuple[object, set, list]] = {}
     for core, row, engine, lanes in events:
-        lane_set, cores = merged.setdefault((row, engine), (set(), []))
+        g = programs[core]
+        known = 0 <= row < len(g.origins)
+        what = g.origins[row] if known else "an instruction"
+        loc, lane_set, cores = merged.setdefault(
+            (what, engine), (g.locs[row] if known else None, set(), []))
         lane_set.update(lanes)
         cores.append(core)
-    for (row, engine), (lane_set, cores) in sorted(merged.items()):
-        g = programs[cores[0]]
-        loc = g.locs[row] if 0 <= row < len(g.locs) else None
-        msg = _message(g, row, engine, sorted(lane_set), sorted(set(cores)))
+    for (what, engine), (loc, lane_set, cores) in merged.items():
+        msg = _message(what, engine, sorted(lane_set), sorted(set(cores)))
         if check:
             raise fail("nki_uninitialized_register", msg.split("] ", 1)[1], loc,
                        NkiRuntimeError)

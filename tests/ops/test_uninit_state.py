@@ -384,3 +384,65 @@ def test_register_copy_of_unwritten_register_warns(backend):
     # the copy's read of r warns; the copy itself then counts as written (one warning)
     assert len(msgs) == 1 and "nisa.register_alloc reads register r0" in msgs[0]
     assert out[0, 0] == 0
+
+
+def while_reg(x, n, load):
+    """bwmm's deprecated loop: ``register_alloc()`` + ``register_load`` then ``while reg:``
+    (quiet); without the load the first test reads an unwritten register."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = _load(x)
+    cnt = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=cnt, src=n)
+    reg = nisa.register_alloc()
+    if load:
+        nisa.register_load(reg, cnt)
+    while reg:
+        nisa.tensor_scalar(dst=acc, data=acc, op0=nl.multiply, operand0=2.0)
+        nisa.tensor_scalar(dst=cnt, data=cnt, op0=nl.subtract, operand0=1.0)
+        nisa.register_load(reg, cnt)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def while_loaded(x, n):
+    return while_reg(x, n, True)
+
+
+def while_unloaded(x, n):
+    return while_reg(x, n, False)
+
+
+def test_while_reg_after_load_is_quiet_and_without_warns(backend):
+    n = np.array([[2]], np.int32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        out = _quiet(while_loaded, X, n, backend=backend)
+        np.testing.assert_array_equal(out, X * np.float32(4.0))
+        out, msgs = _warns(while_unloaded, X, n, backend=backend)
+    assert "'while reg:'" in msgs[0]
+    np.testing.assert_array_equal(out, X)       # the unwritten register reads 0: no trips
+
+
+def per_core_reset(x):
+    """LNC 2: each core has its own ScalarE registers; only core 0 resets them before the
+    idle read-out of its half of the rows."""
+    me, half = nl.program_id(0), x.shape[0] // 2
+    out = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = _load(x[me * half:(me + 1) * half, :])
+    y, s = nl.ndarray(t.shape, dtype=nl.float32, buffer=nl.sbuf), _col(half)
+    if me == 0:
+        nisa.activation(dst=y, op=nl.copy, data=t, reduce_op=nl.add,
+                        reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.activation(dst=y, op=nl.copy, data=t, reduce_res=s)
+    nisa.dma_copy(dst=out[me * half:(me + 1) * half, :], src=s)
+    return out
+
+
+def test_each_lnc_core_has_its_own_registers(backend):
+    with pytest.warns(NkiUninitializedRegisterWarning) as caught:
+        s = nki.jit(per_core_reset, backend=backend)[2](X)
+    msgs = [str(w.message) for w in caught if w.category is NkiUninitializedRegisterWarning]
+    assert len(msgs) == 1 and "core 1:" in msgs[0] and re.search(HERE, msgs[0])
+    np.testing.assert_allclose(s[:64, 0], X[:64].astype(np.float64).sum(1), rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_array_equal(s[64:, 0], np.zeros(64, np.float32))
