@@ -6,6 +6,8 @@
     def kernel(x): ...
 """
 
+from nki.cost.benchmark import benchmark as _cost_benchmark
+from nki.cost.estimate import Estimate, estimate
 from nki.errors import (
                         NkiCapacityError,
                         NkiError,
@@ -21,6 +23,21 @@ from nki.jit.multirank import multi_rank_execute, multi_rank_simulate
 # ``nki.cpu_simulate(kernel)[lnc](**inputs)``)
 cpu_simulate = simulate
 
+
+
+def benchmark(kernel=None, **options):
+    """``nki.benchmark(target="trn2")(kernel)``: calls report the cost model's latency in
+    AWS's shape, ``k.benchmark_result.nc_latency.get_latency_percentile(50)`` (µs); see
+    ``nki.cost.benchmark`` (``save_trace_name=``, ``run=``).
+
+    Example:
+        >>> bench = nki.benchmark(target="trn2")(kernel)   # doctest: +SKIP
+        >>> bench(a, b)                                    # doctest: +SKIP
+        >>> bench.benchmark_result.nc_latency.get_latency_percentile(50)  # doctest: +SKIP
+    """
+    return _cost_benchmark(kernel, as_kernel=jit, **options)
+
+
 # The type of nl.float32 & co.: AWS's nki-library annotates dtype parameters `nki.dtype`.
 dtype = DType
 
@@ -32,6 +49,7 @@ from nki.compat import warn_once_if_aws_installed as _warn_once_if_aws_installed
 _warn_once_if_aws_installed()
 
 __all__ = ["jit", "simulate", "cpu_simulate", "simulate_kernel", "multi_rank_simulate",
+           "estimate", "Estimate", "benchmark",
            "multi_rank_execute", "Kernel", "dtype", "NkiError",
            "NkiValidationError", "NkiRuntimeError", "NkiCapacityError", "NkiUnsupportedError",
            "__version__"]

@@ -17,6 +17,7 @@ name and our own spelling are one module object, never two copies:
 | ``neuronxcc.nki`` (+ ``.language``, ``.isa``, ...) | ``nki.legacy`` |
 | ``nki_cpu_simulator.nki`` | ``nki`` itself |
 | ``neuron_dtypes`` | ``nki.host_dtypes`` |
+| ``torch_neuronx`` | ``nki.torch.neuronx`` (its import enables the ``neuron`` device) |
 """
 
 from __future__ import annotations

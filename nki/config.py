@@ -8,7 +8,7 @@
 | ``NKI_BACKEND`` | ``numba`` or ``python`` | numba |
 | ``NKI_CACHE_DIR`` | where compiled programs are cached | ``~/.cache/nki`` |
 | ``NKI_CACHE`` | 0 disables the on-disk program cache | 1 |
-| ``NKI_CHECK_UNINIT`` | 1: reading never-written SBUF/PSUM raises instead of reading NaN | 0 |
+| ``NKI_CHECK_UNINIT`` | 1: reading never-written SBUF/PSUM/accumulators/registers raises | 0 |
 | ``NKI_CHECK_RACES`` | 1: two ``nl.affine_range`` iterations writing one location raise | 0 |
 | ``NKI_LOOP_BUDGET`` | iterations one run of a runtime loop may take before it raises | 0 (none) |
 | ``NKI_SIMULATOR`` | accepted for compatibility with AWS (every call simulates here) | 1 |
@@ -16,7 +16,8 @@
 | ``NKI_TORCH_BUILD_DIR`` | where nki.torch's C++ extensions are built | ``<cache>/torch-ext`` |
 | ``NKI_TORCH_AUTOLOAD`` | 1: ``import torch`` enables the ``neuron`` device | 0 |
 | ``NEURON_SIM_DEVICE_COUNT`` | how many simulated ``neuron`` devices torch sees | 8 |
-| ``CC`` | C compiler (a command, flags allowed) that builds the MX x4 numpy dtypes | ``gcc`` |
+| ``CC`` | C compiler (flags allowed) for the MX x4 dtypes and the bf16 unit's GEMM | ``gcc`` |
+| ``NKI_BF16_UNIT`` | 0: bf16/fp8 matmuls never use the CPU's bf16 dot unit (fp32 sgemm) | 1 |
 
 Every field can also be overridden per kernel by the keyword of the same name on ``nki.jit``.
 """
@@ -116,3 +117,9 @@ def c_compiler() -> list[str]:
     """The command that compiles nki's small C extension (the MX x4 numpy dtypes,
     :mod:`nki.hostx4`): ``CC`` split like a shell would, else ``gcc``."""
     return shlex.split(os.environ.get("CC", "").strip()) or ["gcc"]
+
+
+def bf16_unit_enabled() -> bool:
+    """Whether bf16/fp8 matmuls may run on the CPU's bf16 dot unit (:mod:`nki.sim.bf16`);
+    read once per process, when that module is imported."""
+    return _flag("NKI_BF16_UNIT", True)

@@ -99,6 +99,10 @@ CATALOG: dict[str, str] = {
     "nki_sbuf_fragmented": "the live SBUF tensors fit the capacity, but our placement could "
     "not pack them",
     "nki_misaligned_address": "the address is not aligned for the tensor's dtype",
+    "nki_removed_in_release": "the spelling was accepted by an earlier NKI release, which "
+    "gave it a meaning we cannot reproduce unambiguously",
+    "nki_address_out_of_range": "a tile placed at an address does not lie inside its memory "
+    "(partitions, bytes per partition)",
     "nki_uninitialized_read": "an instruction reads on-chip memory that was never written",
     "nki_runtime_out_of_bounds": "a dynamic access is out of bounds",
     "nki_loop_budget_exceeded": "a runtime loop ran more iterations than the loop budget "
@@ -122,6 +126,11 @@ CATALOG: dict[str, str] = {
     "nki_invalid_grid": "the tile-grid operation is not valid for this grid or tensor",
     "nki_rank_inputs_mismatch": "the ranks of a multi-rank run must pass tensors of one shape "
     "and dtype and equal other arguments",
+    "nki_cost_data_dependent": "the cost model cannot estimate control flow that depends on "
+    "data (a runtime loop over register values) from the program alone",
+    # engine state read before it is written (the table in nki/sim/uninit.py)
+    "nki_uninitialized_register": "an instruction reads an engine accumulator or a register "
+    "that nothing in the kernel wrote; on hardware it holds whatever was there before",
 }
 
 
@@ -202,6 +211,13 @@ class NkiSpillWarning(NkiCapacityWarning):
 class NkiFragmentationWarning(NkiCapacityWarning):
     """The live SBUF bytes fit, but our first-fit placement (and its fallback) could not pack
     the named tensors; a compiler with another packing may fit them, or may fail as ours did."""
+
+
+class NkiUninitializedRegisterWarning(UserWarning):
+    """A kernel read an engine accumulator (``reduce_cmd=reduce``, or ``reduce_res`` under
+    ``reduce_cmd=idle``) or a ``nisa.register_alloc`` register before anything wrote it:
+    undefined on hardware (stale state of an earlier kernel), 0 here. ``check_uninit=True``
+    (``NKI_CHECK_UNINIT=1``) makes it an error; nki/sim/uninit.py tabulates every case."""
 
 
 def fail(code: str, detail: str, loc: SourceLoc | None = None,

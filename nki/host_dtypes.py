@@ -109,7 +109,20 @@ def _convert(src: np.ndarray, dst: np.dtype) -> np.ndarray:
     return src.astype(dst)      # float targets: one rounding, to nearest even
 
 
+_CHUNK = 1 << 20     # elements converted at a time: the float64/int64 temporaries stay small
+
+
 def _to_integer(src: np.ndarray, dst: np.dtype) -> np.ndarray:
+    """Chunk by chunk, so casting a large array costs its result, not several 8-byte copies
+    of it (nki-library casts 10^8-element caches)."""
+    out = np.empty(src.shape, dst)
+    flat_src, flat_out = src.reshape(-1), out.reshape(-1)
+    for lo in range(0, flat_src.size, _CHUNK):
+        flat_out[lo:lo + _CHUNK] = _to_integer_chunk(flat_src[lo:lo + _CHUNK], dst)
+    return out
+
+
+def _to_integer_chunk(src: np.ndarray, dst: np.dtype) -> np.ndarray:
     info = np.iinfo(dst)
     if src.dtype.kind in "iub":
         return np.clip(src.astype(np.int64), info.min, info.max).astype(dst)

@@ -80,4 +80,10 @@ from nki.lang.control import (  # noqa: E402
 )
 from nki.lang.indirect import dma_compute, dma_copy, local_gather, nc_n_gather  # noqa: E402
 
+# spellings earlier releases accepted (dtype= on tensor_copy, is_moving_zero=, ...): see
+# nki/lang/releases.py and docs/releases.md
+from nki.lang.releases import wrap_namespace as _wrap_namespace  # noqa: E402
+
+_wrap_namespace(globals())
+
 __all__ = [n for n in dir() if not n.startswith("_")]

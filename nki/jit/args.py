@@ -124,7 +124,7 @@ def signature_of(value) -> tuple:
             return ("placeholder", repr(value))       # placeholder_arg raises the error
         return ("tensor", tuple(value.shape), dtype_key(np.dtype(host)))
     if is_torch_tensor(value):
-        return ("tensor", tuple(value.shape), str(value.dtype))
+        return ("tensor", tuple(int(d) for d in value.shape), str(value.dtype))  # SymInts too
     if isinstance(value, (int, float, str, bool, type(None))):
         return ("const", type(value).__name__, value)
     if isinstance(value, (tuple, list)):
@@ -132,9 +132,11 @@ def signature_of(value) -> tuple:
     return ("const", type(value).__qualname__, repr(value))
 
 
-def wrap_output(array: np.ndarray, like_torch: bool):
-    if like_torch:
+def wrap_output(array: np.ndarray, like=None):
+    """An output as the caller's kind: numpy, or a torch tensor on the device of ``like``
+    (the first torch tensor argument, None when there is none)."""
+    if like is not None:
         from nki.jit.torch_values import from_numpy
 
-        return from_numpy(array)
+        return from_numpy(array, like)
     return array

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nki.config import Settings, from_environment
+from nki.cost.record import observe
 from nki.errors import NkiValidationError, fail
 from nki.ir.nodes import data_dependence
 from nki.ir.printer import format_program
@@ -29,6 +30,7 @@ from nki.jit.configs import check_configs, inline_nested
 from nki.jit.hbm import hbm_for_call, in_place_inputs
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, Launch, specialize_cores
+from nki.jit.torch_values import REAL, fake_outputs, kernel_created
 from nki.lang.tracer import active, user_loc
 from nki.sim.runtime import Executable, run_cores
 
@@ -93,6 +95,7 @@ class Kernel:
         self._lnc = 1
         self._cache: dict = {}
         self._last_record: list = [None]   # shared with kernel[2] clones (last_run_record)
+        kernel_created(self)
 
     def __getitem__(self, grid) -> Kernel:
         lnc = grid[0] if isinstance(grid, tuple) and len(grid) == 1 else grid
@@ -102,6 +105,7 @@ class Kernel:
         clone = Kernel.__new__(Kernel)
         clone.__dict__.update(self.__dict__)
         clone._lnc = lnc
+        kernel_created(clone)
         return clone
 
     def with_schedule(self, schedule) -> Kernel:
@@ -207,6 +211,11 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
+        observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)
+        # torch.compile tracing (fake tensors): outputs described or a graph node, not run
+        described = fake_outputs(spec, tensor_args, (self, args, kwargs))
+        if described is not REAL:
+            return described
         self._runnable(spec, tensor_args)
         records: list = []
         out = execute(spec, tensor_args, records=records)
@@ -265,7 +274,8 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
     ``profiles``, every instruction is timed and each core's InstructionProfile appended;
     with a list ``records``, each core's RunRecord is appended."""
     call = prepare_call(spec, tensor_args, profiles)
-    done = run_cores(call.exes, call.view, get_target(spec.settings.target))
+    done = run_cores(call.exes, call.view, get_target(spec.settings.target),
+                     spec.settings.check_uninit)
     if records is not None:
         records.extend(done)
     return finish_call(call)
@@ -323,13 +333,17 @@ def finish_call(call: PreparedCall):
     prog = first.program
     if call.profiles is not None:
         call.profiles.extend(e.profile for e in call.exes)
-    like_torch = any(ta.is_torch for ta in inputs)
+    torch_in = [ta.original for ta in inputs if ta.is_torch]
     for ta, tid in zip(inputs, first.input_ids):
         if tid in first.written_inputs:
             _write_back(ta, _read(hbm, prog, tid))
     views = dict(prog.meta).get("output_views") or [None] * len(first.output_ids)
-    outs = [wrap_output(_returned(hbm, prog, tid, view), like_torch)
+    outs = [wrap_output(_returned(hbm, prog, tid, view), torch_in[0] if torch_in else None)
             for tid, view in zip(first.output_ids, views)]
+    if torch_in:   # torch in, torch out: on the inputs' device, no backward unless registered
+        from nki.jit.torch_values import guard_backward
+
+        outs = guard_backward(outs, torch_in, prog.name)
     _keep_arena(hbm)
     if not outs:
         return None

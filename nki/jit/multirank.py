@@ -55,7 +55,8 @@ def multi_rank_simulate(kernel, *, world_size: int, per_rank_inputs) -> list:
         calls.append(prepare_call(spec, tensors))
     exes = [e for c in calls for e in c.exes]
     views = [c.view for c in calls for _ in c.exes]
-    run_cores(exes, views, get_target(calls[0].spec.settings.target))
+    run_cores(exes, views, get_target(calls[0].spec.settings.target),
+              calls[0].spec.settings.check_uninit)
     return [finish_call(c) for c in calls]
 
 

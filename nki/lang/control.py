@@ -20,6 +20,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
+from nki.errors import NkiUninitializedRegisterWarning, fail
 from nki.ir.affine import Affine
 from nki.ir.nodes import Access, DynFor, DynWhile, Instr, Reg
 from nki.ir.ops import OobMode, Opcode
@@ -126,7 +127,37 @@ def _new_register(call: Call) -> VirtualRegister:
         raise call.error("nki_invalid_argument", f"more than {MAX_REGISTERS} virtual registers "
                          "in one kernel; the simulator's register file is full")
     trace.num_registers += 1
+    trace.register_sites[rid] = call.loc
     return VirtualRegister(rid)
+
+
+# ----- registers read before anything writes them ------------------------------------------
+def _written(trace: Trace, reg: int) -> None:
+    """Register ``reg`` is written by the instruction (or loop) being traced. A write inside a
+    runtime loop body counts although the loop may run zero times: the check is of program
+    order, so it stays quiet rather than guess trip counts."""
+    trace.written_registers.add(reg)
+
+
+def check_register_read(trace: Trace, reg: int, what: str, loc) -> None:
+    """``what`` reads register ``reg``: warn (or, with check_uninit, raise) when nothing traced
+    before it wrote the register. A register allocated without a value holds 0 here and
+    whatever its physical register held before on hardware."""
+    if reg in trace.written_registers:
+        return
+    site = trace.register_sites.get(reg)
+    made = f" (nisa.register_alloc() at {site.short} gave it no value)" if site else ""
+    detail = (f"{what} reads register r{reg}{made} before any instruction wrote it "
+              "(undefined on hardware; 0 here); pass a value to nisa.register_alloc or "
+              "nisa.register_move / nisa.register_load into it first")
+    if trace.check_uninit:
+        raise fail("nki_uninitialized_register", detail, loc)
+    trace.written_registers.add(reg)     # one warning per register: the first read names it
+    msg = f"[nki_uninitialized_register] {detail}" + (f" at {loc.short}" if loc else "")
+    if loc is None:
+        warnings.warn(msg, NkiUninitializedRegisterWarning, stacklevel=3)
+    else:
+        warnings.warn_explicit(msg, NkiUninitializedRegisterWarning, loc.filename, loc.lineno)
 
 
 def _reg(call: Call, value, role: str) -> VirtualRegister:
@@ -149,18 +180,21 @@ def _scalar_tile(call: Call, value, role: str) -> NkiTensor:
 
 def _emit_move(call: Call, dst: VirtualRegister, src) -> Instr:
     if isinstance(src, VirtualRegister):
+        check_register_read(call.trace, src.id, call.api, call.loc)
         attrs = (("reg", dst.id), ("src_reg", src.id), ("imm", 0))
     else:
         imm = _static_int(src, "move into a register")
         if not _INT32[0] <= imm <= _INT32[1]:
             raise call.error("nki_invalid_argument", f"{imm} does not fit a 32-bit register")
         attrs = (("reg", dst.id), ("src_reg", -1), ("imm", imm))
+    _written(call.trace, dst.id)
     return call.trace.emit(Instr(Opcode.REGISTER_MOVE, (), (), attrs, call.loc), api=call.api)
 
 
 def _emit_load(call: Call, dst: VirtualRegister, src) -> Instr:
     t = _scalar_tile(call, src, "src")
     ins = Instr(Opcode.REGISTER_LOAD, (), (("src", acc(t)),), (("reg", dst.id),), call.loc)
+    _written(call.trace, dst.id)
     return call.trace.emit(ins, api=call.api)
 
 
@@ -209,6 +243,7 @@ def register_store(dst, src) -> Instr:
     call = Call("nisa.register_store")
     reg = _reg(call, src, "src")
     t = _scalar_tile(call, dst, "dst")
+    check_register_read(call.trace, reg.id, call.api, call.loc)
     ins = Instr(Opcode.REGISTER_STORE, (("dst", acc(t)),), (), (("reg", reg.id),), call.loc)
     return call.trace.emit(ins, api=call.api)
 
@@ -225,6 +260,7 @@ def scalar_register(call: Call, value) -> VirtualRegister:
 # ----- loops ---------------------------------------------------------------------------------
 def _bound(call: Call, value, role: str) -> int | Reg:
     if isinstance(value, VirtualRegister):
+        check_register_read(call.trace, value.id, f"{call.api} ({role} bound)", call.loc)
         return Reg(value.id)
     if isinstance(value, RegExpr):
         raise call.error("nki_invalid_argument", f"{role} must be an int or a register, not an "
@@ -259,6 +295,7 @@ def fori_loop(lower, upper, body_fun, step: int = 1) -> None:
         raise call.error("nki_invalid_argument", "body_fun must be a function of the "
                          "iteration register")
     var = _new_register(call)
+    _written(call.trace, var.id)
     body, _ = _traced_body(call.trace, body_fun, var)
     call.trace.append(DynFor(Reg(var.id), start, stop, step, body, call.loc, call.api))
 
@@ -272,11 +309,14 @@ def while_loop(init, body_fun) -> None:
     """
     call = Call("nl.while_loop")
     cond = _reg(call, init, "init")
+    check_register_read(call.trace, cond.id, f"{call.api} (init condition)", call.loc)
     var = _new_register(call)
+    _written(call.trace, var.id)
     body, nxt = _traced_body(call.trace, body_fun, var)
     if not isinstance(nxt, VirtualRegister):
         raise call.error("nki_invalid_argument", "body_fun must return the VirtualRegister "
                          f"holding the next loop condition, got {nxt!r}")
+    check_register_read(call.trace, nxt.id, f"{call.api} (next condition)", call.loc)
     call.trace.append(DynWhile(Reg(cond.id), Reg(nxt.id), Reg(var.id), body, call.loc,
                                call.api))
 
@@ -307,6 +347,7 @@ def dynamic_range(start, stop=None, step: int = 1):
                          f"got {step!r}")
     lo, hi = _bound(call, start, "start"), _bound(call, stop, "stop")
     var = _new_register(call)
+    _written(call.trace, var.id)
     return _dynamic_range_iter(call, var, lo, hi, step)
 
 
@@ -337,6 +378,7 @@ def _while_test(reg: VirtualRegister) -> bool:
                               "while reg"))
         return False
     _deprecated("'while reg:'", "nl.while_loop(init, body_fun)")
+    check_register_read(trace, reg.id, "'while reg:'", loc)
     open_.append((reg.id, trace.begin_dyn(), loc))
     return True
 
@@ -386,6 +428,7 @@ def dynamic_checks(trace: Trace, instr: Instr) -> Instr:
                              "register (or on the partition dim); NKI allows one dynamic "
                              "offset per access", instr.loc)
         reg, coef = terms[0]
+        check_register_read(trace, reg, f"operand {role!r} (moved by the register)", instr.loc)
         size, dims = _elements(trace, a)
         lo, hi = allowed_range(a.offset.const, dims, coef, size)
         checks.append((role, reg, lo, hi))

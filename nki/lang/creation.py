@@ -55,11 +55,29 @@ def _create(call: Call, shape, dtype, buffer, name: str, address=None) -> NkiTen
         if address[1] % max(dt.itemsize, 4 if mem is Memory.PSUM else 1):
             raise call.error("nki_misaligned_address", f"byte offset {address[1]} is not "
                              f"aligned to {dt.name}")
+        _check_inside(call, mem, shape, dt, address)
     role = "output" if mem is Memory.SHARED_HBM else "internal"
     decl = call.trace.new_tensor(mem, shape, dt, name=name, role=role, loc=call.loc,
                                  address=address)
     # the handle keeps the declared dtype even when NKI_PRECISE_FP=0 stores it as fp32
     return NkiTensor(decl, dtype=dt)
+
+
+def _check_inside(call: Call, mem: Memory, shape: tuple, dt, address: tuple[int, int]) -> None:
+    """A placed tile must lie inside its memory: the simulator's arena is larger (spill
+    pages), so a tile past the end would silently land there instead of failing."""
+    target = call.trace.target
+    nbytes = dt.itemsize
+    for n in shape[1:]:
+        nbytes *= n
+    size = (target.sbuf_bytes_per_partition if mem is Memory.SBUF
+            else target.psum_bytes_per_partition)
+    part, offset = address
+    if part < 0 or offset < 0 or part + shape[0] > target.pmax or offset + nbytes > size:
+        raise call.error("nki_address_out_of_range",
+                         f"a [{shape[0]}, {nbytes} B] tile at partition {part}, byte {offset} "
+                         f"does not fit the {mem.name} of {target.name} "
+                         f"({target.pmax} partitions x {size} B)")
 
 
 def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None) -> NkiTensor:

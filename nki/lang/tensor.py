@@ -108,7 +108,8 @@ class NkiTensor:
         if hasattr(self._ind, "materialize"):
             # tensor indirection: gathered into a fresh tile by the consuming instruction
             return self._ind.materialize(self)
-        return Access(self._decl.id, self._dtype, Affine.of(self._off), self._dims,
+        dims = self._dims if len(self._dims) <= MAX_DIMS else _fold_dims(self)
+        return Access(self._decl.id, self._dtype, Affine.of(self._off), dims,
                       Affine(self._part))
 
     def _new(self, dims: Dims, off: int | None = None, part: int | None = None,
@@ -362,3 +363,37 @@ def _compact_dims(decl: TensorDecl) -> Dims:
     if decl.memory.on_chip:
         dims.insert(0, (1, shape[0]))
     return tuple(dims)
+
+
+def fold_dims(dims: Dims) -> Dims:
+    """``dims`` with adjacent free dims that walk memory as one (outer stride = inner
+    stride x inner count, or a count of 1) merged, innermost first, until at most
+    MAX_DIMS remain or none merge; row-major element order is kept and dim 0 (the
+    partition) never merges."""
+    dims = list(dims)
+    k = len(dims) - 2
+    while len(dims) > MAX_DIMS and k >= 1:
+        (so, co), (si, ci) = dims[k], dims[k + 1]
+        if ci == 1:
+            dims[k:k + 2] = [(so, co)]
+        elif co == 1:
+            dims[k:k + 2] = [(si, ci)]
+        elif so == si * ci:
+            dims[k:k + 2] = [(si, co * ci)]
+        else:
+            k -= 1
+            continue
+        k = min(k, len(dims) - 2)
+    return tuple(dims)
+
+
+def _fold_dims(t: NkiTensor) -> Dims:
+    """A view of more than MAX_DIMS dims (a whole 6-d tensor) as the instructions see it:
+    the machine's access patterns have MAX_DIMS levels, and dropping one silently lost its
+    elements, so the dims fold (:func:`fold_dims`) or the view raises."""
+    dims = fold_dims(t._dims)
+    if len(dims) > MAX_DIMS:
+        raise validation("err_exceed_max_supported_dimension",
+                         f"a view of {t.name!r} has {len(t._dims)} dims that do not fold into "
+                         f"{MAX_DIMS} (shape {t.shape}, strides {t.strides})")
+    return dims

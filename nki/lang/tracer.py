@@ -116,6 +116,10 @@ class Trace:
         self.launched_with_grid = False
         self.warnings: list[str] = []
         self.num_registers = 0                 # virtual registers allocated so far
+        # registers some traced instruction writes (nki/lang/control.py: reads of others
+        # warn), and where each was allocated
+        self.written_registers: set[int] = set()
+        self.register_sites: dict[int, SourceLoc | None] = {}
         self.open_while: list[tuple] = []      # 'while reg:' loops being traced
         self._use_hooks: dict[int, UseHook] = {}
         # how-it-runs keywords of the public call being traced (Instr.hints), set by

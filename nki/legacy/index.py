@@ -13,6 +13,7 @@ int (or another expression) builds a :class:`Predicate`, used by ``mask=`` and b
 from __future__ import annotations
 
 from nki.lang.tracer import validation
+from nki.legacy.conjunction import left_of_and, right_of_and
 
 
 def _arange_error(what: str):
@@ -137,16 +138,16 @@ class IndexExpr:
 
     # ----- predicates ----------------------------------------------------------------------
     def __lt__(self, other) -> Predicate:
-        return Predicate.atom(self - other, "<")
+        return right_of_and(Predicate.atom(self - other, "<"), 1)
 
     def __le__(self, other) -> Predicate:
-        return Predicate.atom(self - other, "<=")
+        return right_of_and(Predicate.atom(self - other, "<="), 1)
 
     def __gt__(self, other) -> Predicate:
-        return Predicate.atom(self - other, ">")
+        return right_of_and(Predicate.atom(self - other, ">"), 1)
 
     def __ge__(self, other) -> Predicate:
-        return Predicate.atom(self - other, ">=")
+        return right_of_and(Predicate.atom(self - other, ">="), 1)
 
     def __bool__(self) -> bool:
         raise _arange_error("the truth value of an index expression")
@@ -225,6 +226,8 @@ class Predicate:
     __ror__ = __or__
 
     def __bool__(self) -> bool:
+        if left_of_and(self, 1):      # ``m1 and i < n``: a conjunction (conjunction.py)
+            return True
         raise _arange_error("the truth value of a mask (use '&', not 'and')")
 
     @property
@@ -283,15 +286,19 @@ def arange(*args) -> IndexExpr:
 
 class MGridResult(tuple):
     """What ``nl.mgrid[...]`` returns: unpack it (``i_p, i_f = nl.mgrid[0:128, 0:512]``) or
-    use ``.p`` (first axis) and ``.x`` (second)."""
+    read its axes by name: ``.p`` (the first), then ``.x``, ``.y``, ``.z``, ``.w`` (AWS's
+    examples index 3-d tiles as ``t[g.p, g.x, g.y]``)."""
 
-    @property
-    def p(self) -> IndexExpr:
-        return self[0]
+    _AXES = "pxyzw"
 
-    @property
-    def x(self) -> IndexExpr:
-        return self[1]
+    def __getattr__(self, name: str) -> IndexExpr:
+        k = self._AXES.find(name) if len(name) == 1 else -1
+        if k < 0:
+            raise AttributeError(f"nl.mgrid result has no attribute {name!r}")
+        if k >= len(self):
+            raise validation("nki_invalid_argument", f"nl.mgrid result has {len(self)} axes; "
+                             f".{name} would be axis {k}")
+        return self[k]
 
 
 class _MGrid:

@@ -37,7 +37,9 @@ def _pending(api, shape, dtype, operands: dict, run, mask=None, space=None,
 
 
 def _values(d: dict) -> dict:
-    return {k: value(v) for k, v in d.items()}
+    """Operands as the current rules take them: tiles materialised, numpy scalars (a
+    ``np.int32`` from a shape computation) as Python numbers."""
+    return {k: _number_or_tile(v) for k, v in d.items()}
 
 
 # ----- TensorE --------------------------------------------------------------------------------
@@ -270,16 +272,17 @@ def bn_stats(data, *, mask=None, dtype=None, **kwargs) -> Pending:
                     lambda dst, x: _red.bn_stats(dst=dst, data=x), mask)
 
 
-def _reduced_mask(api: str, x, mask):
-    """A mask over the input of an instruction whose output does not keep the input's free
-    dims (``bn_stats``): the free bounds shrink the input now (the statistics then count
-    only the kept elements, as the layernorm tutorial's last partial chunk needs); the
-    partition bound stays a mask over the ``[P, k]`` result."""
+def _reduced_mask(api: str, x, mask, width: int = 6):
+    """A mask over the input of an instruction whose output, ``[P, width]``, does not keep
+    the input's free dims (``bn_stats``, ``max8``, ``nc_find_index8``): the free bounds
+    shrink the input now (the statistics then count only the kept elements, as the
+    layernorm tutorial's last partial chunk needs); the partition bound stays a mask over
+    the ``[P, width]`` result."""
     rect = rectangle(mask, x.shape, api)
     if rect is None:
         return x, False
     x = shrink(x, {k: b for k, b in rect.items() if k != 0}, x.shape, "data", api)
-    return x, rect_predicate({k: b for k, b in rect.items() if k == 0}, (x.shape[0], 6))
+    return x, rect_predicate({k: b for k, b in rect.items() if k == 0}, (x.shape[0], width))
 
 
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs) -> Pending:
@@ -353,28 +356,40 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=No
 
 
 def max8(*, src, mask=None, dtype=None, **kwargs) -> Pending:
-    """The 8 largest values of each partition, descending: ``[P, 8]``."""
+    """The 8 largest values of each partition, descending: ``[P, 8]`` (``mask=`` bounds
+    the data searched)."""
     x = _tile("nisa.max8", src, "src")
+    x, rows = _reduced_mask("nisa.max8", x, mask, 8)
     return _pending("nisa.max8", (x.shape[0], 8), _dt(dtype, x.dtype), {"x": x},
-                    lambda dst, x: _sel.max8(dst=dst, src=x), mask)
+                    lambda dst, x: _sel.max8(dst=dst, src=x), rows)
 
 
 def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs) -> Pending:
-    """Index of the first occurrence of each of 8 values per partition: ``[P, 8]`` uint32."""
+    """Index of the first occurrence of each of 8 values per partition: ``[P, 8]`` uint32
+    (``mask=`` bounds the data searched)."""
     x = _tile("nisa.nc_find_index8", data, "data")
+    x, rows = _reduced_mask("nisa.nc_find_index8", x, mask, 8)
     ops = _values({"x": x, "v": vals})
     return _pending("nisa.nc_find_index8", (x.shape[0], 8), _dt(dtype, dtype_of("uint32")),
-                    ops, lambda dst, x, v: _sel.nc_find_index8(dst=dst, data=x, vals=v), mask)
+                    ops, lambda dst, x, v: _sel.nc_find_index8(dst=dst, data=x, vals=v),
+                    rows)
 
 
 def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None,
                       **kwargs) -> Pending:
     """``data`` with the first occurrence of each of 8 values replaced by ``imm``."""
     x = _tile("nisa.nc_match_replace8", data, "data")
-    ops = _values({"x": x, "v": vals, "idx": dst_idx})
-    return _pending("nisa.nc_match_replace8", x.shape, _dt(dtype, x.dtype), ops,
-                    lambda dst, x, v, idx: _sel.nc_match_replace8(dst=dst, data=x, vals=v,
-                                                                  imm=imm, dst_idx=idx),
+    ops = _values({"v": vals, "idx": dst_idx})
+    # the mask bounds ``data`` (AWS's example); vals and dst_idx, [P, 8], only by partition
+    rows = rectangle(mask, x.shape, "nisa.nc_match_replace8")
+    lo, hi = (rows or {}).get(0, (0, x.shape[0]))
+    v, idx = (t[lo:hi] if t is not None and t.shape[0] == x.shape[0] else t
+              for t in (ops["v"], ops["idx"]))
+
+    def run(dst, x):
+        _sel.nc_match_replace8(dst=dst, data=x, vals=v, imm=imm, dst_idx=idx)
+
+    return _pending("nisa.nc_match_replace8", x.shape, _dt(dtype, x.dtype), {"x": x}, run,
                     mask, eager=dst_idx is not None)
 
 
@@ -463,8 +478,56 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None,
                     mask=mask)
 
 
+# ----- GpSimd instructions of the later 2.x releases --------------------------------------------
+def local_gather(src_buffer, index, num_elem_per_idx: int = 1, num_valid_indices=None, *,
+                 mask=None, dtype=None, **kwargs) -> Pending:
+    """Gather inside each group of 16 partitions (``nki.lang.indirect.local_gather``):
+    ``[P, num_valid_indices * num_elem_per_idx]`` of ``src_buffer``'s dtype."""
+    s, i = value(src_buffer), value(index)
+    groups = max(s.shape[0] // 16, 1)
+    nv = num_valid_indices if num_valid_indices is not None else i.size // groups
+    from nki.lang.indirect import local_gather as _lg
+
+    def run(dst, s, i):
+        _lg(dst=dst, src_buffer=s, index=i, num_elem_per_idx=num_elem_per_idx,
+            num_valid_indices=num_valid_indices)
+
+    return _pending("nisa.local_gather", (s.shape[0], int(nv) * int(num_elem_per_idx)),
+                    s.dtype, {"s": s, "i": i}, run, mask)
+
+
+def sequence_bounds(*, segment_ids, mask=None, dtype=None, **kwargs) -> Pending:
+    """The [start, end) of each element's run of equal segment ids: ``[1, 2, N]``."""
+    from nki.lang.misc import sequence_bounds as _sb
+
+    s = value(segment_ids)
+    return _pending("nisa.sequence_bounds", (s.shape[0], 2) + tuple(s.shape[1:]),
+                    _dt(dtype, s.dtype), {"s": s},
+                    lambda dst, s: _sb(dst=dst, segment_ids=s), mask)
+
+
+def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None,
+                             reduce_cmd=ReduceCmd.reset_reduce, mask=None, dtype=None,
+                             **kwargs) -> None:
+    """Running scan per partition into ``dst`` (writes it directly, as in the 2.x API)."""
+    from nki.lang.misc import tensor_scalar_cumulative as _tsc
+
+    d = value(dst)
+    before_write(d)
+    _tsc(dst=d, src=value(src), op0=op0, op1=op1, imm0=_number_or_tile(imm0),
+         imm1=None if imm1 is None else _number_or_tile(imm1), reduce_cmd=reduce_cmd)
+
+
+def _number_or_tile(x):
+    """A numpy scalar as the Python number the current rules take; tiles materialised."""
+    import numpy as np
+
+    return x.item() if isinstance(x, np.generic) else value(x)
+
+
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
     "annotations", "Alu", "Engine", "ReduceCmd", "FLOAT32", "Memory", "Call", "dtype_of",
     "NkiTensor", "validation", "as_alu", "rectangle", "shrink", "matmul_mask",
     "rect_predicate", "IndexExpr", "Predicate", "promote", "Pending", "before_write", "value",
     "copy_into", "new_tile")]
+

@@ -11,12 +11,13 @@ the first program and shared by the others. Kernel parameters become legacy tile
 from __future__ import annotations
 
 import functools
-import time
 
+from nki.cost.benchmark import benchmark as cost_benchmark
 from nki.ir.ops import LoopKind
 from nki.jit.kernel import Kernel
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import active, current, user_loc, validation
+from nki.legacy.loops import check_abandoned
 from nki.legacy.pending import state
 from nki.legacy.tile import as_legacy
 
@@ -46,6 +47,26 @@ def _programs(fn, grid: tuple[int, ...], args, kwargs):
     return level(0, ())
 
 
+def _hbm_results(result):
+    """NKI 0.1's simulator returned on-chip tiles too (AWS's ``range_select`` example
+    returns its SBUF result): each becomes a shared_hbm output the tile is stored into."""
+    from nki.legacy.nl_base import ndarray, shared_hbm, store
+    from nki.legacy.pending import Pending, value
+
+    def out(r):
+        if isinstance(r, Pending):
+            r = value(r)
+        if isinstance(r, NkiTensor) and r.buffer.on_chip:
+            hbm = ndarray(r.shape, r.dtype, buffer=shared_hbm)
+            store(hbm, r)
+            return hbm
+        return r
+
+    if isinstance(result, (tuple, list)):
+        return type(result)(out(r) for r in result)
+    return out(result)
+
+
 def _runner(fn, grid: tuple[int, ...]):
     """The traced function of a legacy kernel: legacy tiles in, the grid around ``fn``."""
 
@@ -55,8 +76,11 @@ def _runner(fn, grid: tuple[int, ...]):
         if not grid or all(g == 1 for g in grid):
             st = state()
             st.grid, st.program = grid, (0,) * len(grid)
-            return fn(*args, **kwargs)
-        return _programs(fn, grid, args, kwargs)
+            result = fn(*args, **kwargs)
+        else:
+            result = _programs(fn, grid, args, kwargs)
+        check_abandoned(state().loops)
+        return _hbm_results(result)
 
     return legacy_kernel
 
@@ -131,47 +155,17 @@ def baremetal(kernel=None, **kwargs):
     return _as_kernel(kernel)
 
 
-class _Latency:
-    def __init__(self, us: float):
-        self._us = us
-
-    def get_latency_percentile(self, p: int) -> float:
-        """Wall time of the simulated run in microseconds (every percentile: one run)."""
-        return self._us
-
-
-class _BenchmarkResult:
-    def __init__(self, us: float):
-        self.nc_latency = _Latency(us)
-
-
-class _Benchmarked:
-    """A kernel that records the wall time of its last run in ``benchmark_result``."""
-
-    def __init__(self, kernel: Kernel):
-        self.kernel = kernel
-        self.benchmark_result = None
-
-    def __getitem__(self, grid):
-        return _Benchmarked(self.kernel[grid])
-
-    def __call__(self, *args, **kwargs):
-        t0 = time.perf_counter()
-        out = self.kernel(*args, **kwargs)
-        self.benchmark_result = _BenchmarkResult((time.perf_counter() - t0) * 1e6)
-        return out
-
-
 def benchmark(kernel=None, **kwargs):
-    """Decorator: run on the simulator and report its wall time (µs) as the latency.
+    """Decorator: the cost model's latency (µs) in AWS's result shape; the kernel also runs on
+    the simulator (its outputs are returned, its host wall time is
+    ``benchmark_result.host_wall_time_us``). See ``nki.cost.benchmark``.
 
     Example:
         >>> k = nki.benchmark(warmup=2, iters=5)(kernel)   # doctest: +SKIP
         >>> k(a); k.benchmark_result.nc_latency.get_latency_percentile(50)  # doctest: +SKIP
     """
-    if kernel is None:
-        return lambda k: _Benchmarked(_as_kernel(k))
-    return _Benchmarked(_as_kernel(kernel))
+    kwargs.setdefault("run", True)
+    return cost_benchmark(kernel, as_kernel=_as_kernel, **kwargs)
 
 
 profile = baremetal

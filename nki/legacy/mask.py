@@ -136,8 +136,32 @@ def shrink(t, rect: Rect, space: tuple[int, ...], role: str, api: str):
                        f"{role!r} {t.shape}: its dim {k} does not match the iteration "
                        f"space {space}", user_loc(), NkiUnsupportedError)
         key[k] = slice(lo, hi)
-    out = index_view(t, tuple(key)) if any(k != slice(None) for k in key) else t
+    if all(k == slice(None) for k in key):
+        out = t
+    elif t.is_indirect():
+        out = _indirect_window(t, key)
+    else:
+        out = index_view(t, tuple(key))
     return out if oob is None else _checked(out)
+
+
+def _indirect_window(t, key: list):
+    """A masked window of an indirect-rows view (``data[idx_tile, i_f]`` under a row mask,
+    nki-samples' resize_nearest): rows ``lo:hi`` are the rows ``idx[lo:hi]`` select, the
+    other dims slice as usual."""
+    from nki.legacy.tile import LegacyTile
+
+    idx, off, dims = t._ind, t._off, list(t._dims)
+    for k, sl in enumerate(key):
+        if sl == slice(None):
+            continue
+        lo, hi = sl.start, sl.stop
+        if k == 0:
+            idx = idx[lo:hi]
+        else:
+            off += lo * dims[k][0]
+        dims[k] = (dims[k][0], hi - lo)
+    return LegacyTile(t._decl, t._dtype, t._part, off, tuple(dims), idx)
 
 
 def _checked(t):

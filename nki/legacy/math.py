@@ -76,7 +76,10 @@ def _out_dtype(dtype, default: DType) -> DType:
 
 # ----- elementwise ----------------------------------------------------------------------------
 def _is_number(x) -> bool:
-    return isinstance(x, (int, float))
+    """A Python or numpy number (``w // 2`` of numpy ints is ``np.int32``), not a bool."""
+    import numpy as np
+
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
 
 
 def _broadcast_shape(api: str, *shapes) -> tuple[int, ...]:
@@ -203,8 +206,22 @@ def where(condition, x, y, *, dtype=None, mask=None) -> Pending:
     x, y = value(x), value(y)
     like = x if isinstance(x, NkiTensor) else y if isinstance(y, NkiTensor) else None
     dt = _out_dtype(dtype, like.dtype if like is not None else FLOAT32)
+    def produce(c, x, y):
+        # numpy broadcasting of the branches (an iota over some dims of the condition's
+        # shape, nki-samples' select_and_scatter): partitions by a copy, free dims by views
+        x, y = (_broadcast_like(t, c.shape) for t in (x, y))
+        return where_(c, x, y, dtype=dt)
+
     return Pending("nl.where", c.shape, dt, Memory.SBUF, {"c": c, "x": x, "y": y}, None,
-                   mask=mask, produce=lambda c, x, y: where_(c, x, y, dtype=dt))
+                   mask=mask, produce=produce)
+
+
+def _broadcast_like(t, shape: tuple[int, ...]):
+    if not isinstance(t, NkiTensor) or t.shape == tuple(shape):
+        return t
+    if t.shape[0] == 1 and shape[0] > 1:
+        t = _partition_broadcast(t, shape[0])
+    return broadcast_operand(t, shape, "x")
 
 
 def broadcast_to(src, shape) -> Pending:

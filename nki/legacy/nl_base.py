@@ -11,6 +11,7 @@ from nki.lang import iterators
 from nki.lang.common import Call, dtype_of
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import validation
+from nki.legacy import loops
 from nki.legacy.compiler import DirectAlloc, linear_base
 from nki.legacy.mask import rectangle, shrink
 from nki.legacy.pending import Pending, before_write, flush, state, value
@@ -87,6 +88,7 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
     if isinstance(buffer, DirectAlloc):
         alloc, buffer = buffer, buffer.memory
         addrs = alloc.addresses(blocks, tile[0], _tile_bytes(tile, dtype))
+        addrs = loops.first_addresses(state().loops, addrs, (blocks, tile))
         address = linear_base(addrs, _tile_bytes(tile, dtype))
         if address is None:      # blocks placed apart (or on the same bytes): one tile each
             return PlacedBlocks({idx: as_legacy(nd(tile, dtype, buffer=buffer, name=name,
@@ -205,6 +207,9 @@ def store(dst, value, *, mask=None, **kwargs) -> None:
         >>> nl.store(out[i_p, i_f], value=tile, mask=(i_p < n))    # doctest: +SKIP
     """
     d = _source("nl.store", dst)
+    if _is_number(value):
+        _fill_hbm(d, value, mask)
+        return
     if isinstance(value, Pending) and value._tile is None and value.mask is None \
             and mask is None and value.buffer is Memory.SBUF and value.shape == d.shape \
             and value.api == "nl.load" and not d.is_indirect() \
@@ -212,6 +217,27 @@ def store(dst, value, *, mask=None, **kwargs) -> None:
         value.emit_into(d)       # HBM → HBM: one DMA
         return
     write("nl.store", d, value, mask)
+
+
+def _is_number(x) -> bool:
+    import numpy as np
+
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
+
+
+def _fill_hbm(d: NkiTensor, number, mask) -> None:
+    """``nl.store(out, 100)``: AWS's example calls it "effectively a memset": a filled SBUF
+    tile stored over the view, 128 partitions at a time."""
+    from nki.lang.tracer import current
+
+    pmax = current("nl.store").target.pmax
+    shape = d.shape if d.ndim >= 2 else (1,) + d.shape
+    view = d if d.ndim >= 2 else d.reshape(shape)
+    rows = min(shape[0], pmax)
+    tile = _filled("nl.store", (rows,) + shape[1:], d.dtype, None, "", number)
+    for p0 in range(0, shape[0], rows):
+        n = min(rows, shape[0] - p0)
+        write("nl.store", view[p0:p0 + n], tile[0:n] if n < rows else tile, mask)
 
 
 def write(api: str, dst, value, mask=None, oob_mode=None, accumulate: bool = False) -> None:
@@ -266,17 +292,17 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs) -> Pending:
 
 
 # ----- loops and SPMD ids ---------------------------------------------------------------------
-def _counted(loop):
+def _counted(args, make, static: bool = False):
     """Count open legacy loops (shared_hbm tensors must be created outside them), and emit
     pending results at loop and iteration boundaries, so that deferring never moves an
-    instruction into another iteration."""
+    instruction into another iteration; the loop frames serve NKI 0.1's traced-once body
+    semantics (:mod:`nki.legacy.loops`)."""
     st = state("nl.affine_range")
     flush()
+    trips = len(range(*(int(a) for a in args)))
     st.user_loops += 1
     try:
-        for i in loop:
-            yield i
-            flush()
+        yield from loops.counted(st.loops, make(*args), trips, static, flush)
     finally:
         st.user_loops -= 1
 
@@ -288,17 +314,17 @@ def affine_range(*args, **kwargs):
     Example:
         >>> for k in nl.affine_range(4): ...        # doctest: +SKIP
     """
-    return _counted(iterators.affine_range(*args))
+    return _counted(args, iterators.affine_range)
 
 
 def sequential_range(*args, **kwargs):
     """A loop with loop-carried dependencies (unrolled while tracing, recorded)."""
-    return _counted(iterators.sequential_range(*args))
+    return _counted(args, iterators.sequential_range)
 
 
 def static_range(*args, **kwargs):
     """A loop unrolled at trace time (recorded)."""
-    return _counted(iterators.static_range(*args))
+    return _counted(args, iterators.static_range, static=True)
 
 
 class CoreDim(int):

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from nki.ir.types import DType, Memory
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import Trace, current, user_loc
+from nki.legacy.loops import LoopState
 from nki.legacy.mask import rectangle, shrink
 from nki.legacy.origin import call_at
 
@@ -36,6 +37,7 @@ class LegacyState:
         self.outputs: dict[int, NkiTensor] = {}   # shared_hbm tensors by creation order
         self.num_outputs = 0               # shared_hbm tensors created by this program
         self.serial = 0                    # pendings created so far (their order)
+        self.loops = LoopState()           # open loops, first-iteration allocations
 
 
 # per-trace state, keyed weakly by the Trace (it ends with the trace)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from numbers import Integral
 
+from nki.ir.nodes import MAX_DIMS
 from nki.ir.ops import Alu
 from nki.ir.types import DType, Memory
 from nki.lang.indexing import index_view
-from nki.lang.tensor import DynSlice, NkiTensor
+from nki.lang.tensor import DynSlice, NkiTensor, fold_dims
 from nki.lang.tracer import current, validation
 from nki.legacy.index import DynIndex, IndexExpr, Predicate, squeeze_positions
 from nki.legacy.pending import Pending, before_write, state, value
@@ -43,7 +44,9 @@ class LegacyTile(NkiTensor):
         self._omask = None
 
     def _new(self, dims, off=None, part=None, dtype=None) -> LegacyTile:
-        v = NkiTensor._new(self, dims, off, part, dtype)
+        # the old API folded views of more than 5 dims whose adjacent dims walk memory as one
+        v = NkiTensor._new(self, fold_dims(dims) if len(dims) > MAX_DIMS else dims, off, part,
+                           dtype)
         return LegacyTile(v._decl, v._dtype, v._part, v._off, v._dims, v._ind, self._oob)
 
     @property
@@ -160,6 +163,12 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
     key = key if isinstance(key, tuple) else (key,)
     if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip:
         return indirect_rows(t, value(key[0]), key[1:])
+    lead = _leading_ints(key)
+    if lead and lead < len(key) and isinstance(key[lead], (NkiTensor, Pending)) and \
+            not t.on_chip and value(key[lead]).size > 1:
+        # ``t[b, idx_tile, i_f]`` (nki-samples' resize_nearest): the ints pin outer dims,
+        # the index tile then selects rows of the view they leave
+        return indirect_rows(index_view(t, key[:lead]), value(key[lead]), key[lead + 1:])
     dyn = [j for j, k in enumerate(key) if isinstance(k, DynIndex) or (
         isinstance(k, (NkiTensor, Pending)) and value(k).size == 1)]
     if dyn:
@@ -172,6 +181,14 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
         raise validation("err_indirect_indices_free_dim", f"indexing {t.name!r}: an index "
                          "tile may select rows of the first dim of an HBM tensor only")
     return _basic_index(t, key)
+
+
+def _leading_ints(key: tuple) -> int:
+    """How many keys at the front are plain ints."""
+    n = 0
+    while n < len(key) and isinstance(key[n], Integral) and not isinstance(key[n], bool):
+        n += 1
+    return n
 
 
 def _basic_index(t: NkiTensor, key: tuple) -> NkiTensor:

@@ -1,4 +1,5 @@
-"""The one fp32 GEMM every matmul helper calls: ``nki_sgemm``, a CBLAS-style ``sgemm``.
+"""The GEMMs every matmul helper calls: ``nki_sgemm``, a CBLAS-style fp32 ``sgemm``, and
+``nki_bgemm``, bf16 products on the CPU's bf16 dot unit (nki/sim/bf16.py) where it is safe.
 
 Which BLAS: numpy's wheels bundle a newer OpenBLAS (64-bit integers) than scipy's, and on
 this machine kind its AVX-512 sgemm is ~1.7x faster on large problems (2048^3: 99 ms vs
@@ -18,6 +19,11 @@ Signature (row-major only, as the helpers use it)::
 
 with ``order = 101`` (row major), ``trans_* = 111`` (no) / ``112`` (yes): ``C = alpha *
 op(A) @ op(B) + beta * C``.
+
+``nki_bgemm(M, N, K, nseg, A, lda, a_step, B, ldb, b_step, C, ldc, accumulate) -> status``
+(nki/sim/bf16gemm.c): ``C[M, N] (+)= sum_s A_s[K, M].T @ B_s[K, N]`` on bf16 bit patterns,
+status 0 done, else C untouched and the caller uses ``nki_sgemm``. Bound to the library
+nki/sim/bf16.py loads, or to a stub that always answers "no unit" (status 2).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import numba._helperlib
 import numpy as np
 from llvmlite import binding as ll
 from numba import cfunc, types
+
+from nki.sim import bf16
 
 SYMBOL = "nki_sgemm"
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
@@ -106,3 +114,28 @@ ADDRESS, SOURCE = _bind()
 nki_sgemm = types.ExternalFunction(SYMBOL, SIGNATURE)
 #: the python backend's handle on the same function
 nki_sgemm_py = _CTYPES_SIGNATURE(ADDRESS)
+
+
+# ----- nki_bgemm ------------------------------------------------------------------------------
+BGEMM_SYMBOL = "nki_bgemm"
+_U16P = types.CPointer(types.uint16)
+BGEMM_SIGNATURE = types.int32(types.int64, types.int64, types.int64, types.int64, _U16P,
+                              types.int64, types.int64, _U16P, types.int64, types.int64,
+                              _F32P, types.int64, types.int32)
+_I64, _P = ctypes.c_int64, ctypes.c_void_p
+_BGEMM_CTYPES = ctypes.CFUNCTYPE(ctypes.c_int32, _I64, _I64, _I64, _I64, _P, _I64, _I64, _P,
+                                 _I64, _I64, _P, _I64, ctypes.c_int32)
+
+
+@cfunc(BGEMM_SIGNATURE, nopython=True)
+def _no_bf16_unit(m, n, k, nseg, a, lda, a_step, b, ldb, b_step, c, ldc, accumulate):
+    """``nki_bgemm`` where no library loaded: always "no unit" (status 2)."""
+    return 2
+
+
+BGEMM_ADDRESS = bf16.ADDRESS or _no_bf16_unit.address
+ll.add_symbol(BGEMM_SYMBOL, BGEMM_ADDRESS)
+#: the compiled helpers' handle on ``nki_bgemm``
+nki_bgemm = types.ExternalFunction(BGEMM_SYMBOL, BGEMM_SIGNATURE)
+#: the python backend's handle on the same function
+nki_bgemm_py = _BGEMM_CTYPES(BGEMM_ADDRESS)

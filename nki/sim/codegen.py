@@ -116,8 +116,8 @@ class _Emitter:
             raise NotImplementedError(f"no emitter for {ins.opcode.name}")
         hid = helper_id(em.helper)
         self.helpers.append(helper_name(hid))
-        writer = RowWriter(hid, int(ins.opcode))
         k = len(self.rows)
+        writer = RowWriter(hid, int(ins.opcode), row=k)
         ins, pre, guard = self._dynamic(ins, k, indent)
         operands = {role: phys(a) for role, a, _ in ins.accesses()}
         em.encode(ins, writer, operands)

@@ -40,9 +40,14 @@ SPACE_HBM, SPACE_SBUF, SPACE_PSUM = 0, 1, 2
 # the PSUM arena (byte offsets): the Scalar engine's 128 fp32 reduce registers (shared by
 # activation/activation_reduce) and the Vector engine's 128 fp32 accumulators at its start,
 # then one byte per accumulator lane saying whether a run wrote it (scalar lanes, then vector
-# lanes), the virtual register file (nki/sim/emit/control.py: 4096 int64 slots) towards its end.
+# lanes), the virtual register file (nki/sim/emit/control.py: 4096 int64 slots) towards its end,
+# and last the run's log of accumulator reads before any write (nki/sim/helpers/accumulators.py).
 REGS_BYTES = 1024 + 256 + 8 * 4096 + 1024
 ACC_WRITTEN_FROM_END = REGS_BYTES - 1024       # PS[-ACC_WRITTEN_FROM_END:][:256]
+UNINIT_LOG_FROM_END = 1024                     # PS[-UNINIT_LOG_FROM_END:].view(int64): 128
+# float column where the encoders of accumulator instructions put their own row index, so a
+# helper can say which instruction read a never-written accumulator (RowWriter.site)
+SITE_COL = NF - 1
 
 
 # offsets inside an operand record
@@ -89,11 +94,12 @@ class PhysOperand:
 class RowWriter:
     """Fills one instruction's int and float rows; emitters call it in operand order."""
 
-    def __init__(self, helper_id: int, opcode: int):
+    def __init__(self, helper_id: int, opcode: int, row: int = -1):
         self.irow = np.zeros(ROW, np.int64)
         self.frow = np.zeros(NF, np.float64)
         self.irow[0] = helper_id
         self.irow[1] = opcode
+        self.row = row     # this instruction's row in the program's table (-1: unknown)
         self._n_ops = 0
         self.hbm_slots: list[tuple[int, int, int]] = []   # (offset column, tensor, itemsize)
 
@@ -105,6 +111,12 @@ class RowWriter:
 
     def floats(self, *values: float) -> RowWriter:
         self.frow[:len(values)] = values
+        return self
+
+    def site(self) -> RowWriter:
+        """Record the row's own index in the float row (``SITE_COL``), for helpers whose
+        run-time findings name the instruction (accumulator reads before any write)."""
+        self.frow[SITE_COL] = self.row
         return self
 
     def operand(self, op: PhysOperand | None) -> RowWriter:

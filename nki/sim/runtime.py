@@ -17,7 +17,7 @@ import numpy as np
 from nki.errors import NkiRuntimeError, fail
 from nki.ir.target import Target
 from nki.ir.types import Memory
-from nki.sim import interrupt
+from nki.sim import interrupt, uninit
 from nki.sim.codegen import FAULT_LOOP_BUDGET, ROW_SLOT, STOP_SLOT, Generated
 from nki.sim.emit import collectives as host
 from nki.sim.emit import rng
@@ -158,6 +158,8 @@ class _CoreRun:
     status: int = -1
     returned: bool = False          # the program returned (normally or with a fault)
     record: RunRecord | None = None  # what the run did (nki/sim/record.py)
+    # accumulator reads before any write the run logged (nki/sim/uninit.py)
+    uninit: list = field(default_factory=list)
     interrupted: bool = False
     # set when the run ends: waited on instead of Thread.join, which Python 3.11 marks as
     # stopped when a KeyboardInterrupt lands in it while the thread still runs
@@ -176,6 +178,7 @@ def _run_core(run: _CoreRun, hbm: np.ndarray, target: Target, errors: list,
             status = exe.fn(exe.addr, hbm, sbuf, psum, table, g.float_table, loopvars)
             run.returned = True
             run.record = read_record(psum, g.loops, core)
+            run.uninit = uninit.collect(psum, core)
             if exe.profile is not None:
                 exe.profile.wall += time.perf_counter() - t0
         run.status = status
@@ -205,11 +208,12 @@ def _over_budget(core: int, g: Generated, loopvars: np.ndarray) -> NkiRuntimeErr
 
 
 def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
-              target: Target) -> list[RunRecord]:
+              target: Target, check_uninit: bool = False) -> list[RunRecord]:
     """Run one program per core; cores run concurrently (nogil code) and meet in one
     ``Launch``: core 0 on the calling thread, the others in threads. ``hbm``: the HBM the
     cores share (an LNC launch), or one per core (the ranks of a multi-rank run: separate
-    devices whose only link is the collectives).
+    devices whose only link is the collectives). Accumulators read before any write warn
+    afterwards, or raise with ``check_uninit`` (nki/sim/uninit.py).
 
     Ctrl-C stops a run within one instruction (nki/sim/interrupt.py) and raises
     KeyboardInterrupt naming the instruction each core was about to run. Returns each
@@ -249,6 +253,8 @@ def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
         # a core's own fault first: a peer's "waits forever" is its consequence
         errors.sort(key=lambda e: getattr(e, "code", "") == "nki_collective_deadlock")
         raise errors[0]
+    uninit.report([e for r in runs for e in r.uninit], [r.exe.generated for r in runs],
+                  check_uninit)
     return [r.record for r in runs]
 
 

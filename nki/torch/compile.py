@@ -1,6 +1,9 @@
-"""``torch.compile(model, backend="neuron")``: AOTAutograd graphs whose matmuls are NKI ops.
+"""``torch.compile(model, backend="nki")``: AOTAutograd graphs whose matmuls are NKI ops.
 
-Call :func:`register_backend` (``import nki.torch`` does) to use the name. The backend traces
+The backend is named ``nki``; ``"neuron"``, TorchNeuron's name, is ours too unless another
+package (AWS's ``torch-neuronx``) provides a backend of that name, which then wins: see
+:func:`neuron_backend`. Installed, both names come from the ``torch_dynamo_backends`` entry
+points; from a checkout, call :func:`register_backend`. The backend traces
 forward and backward with AOTAutograd, then rewrites every ``aten.mm``,
 ``aten.bmm`` and ``aten.addmm`` node of both graphs into ``nki.matmul`` (``addmm`` becomes
 ``nki.matmul`` + ``aten.add``), so the NKI kernel is one node of the graph, and runs the graph
@@ -19,9 +22,10 @@ from collections import Counter
 import torch
 from torch import fx
 
-from nki.torch import ops
+from nki.torch import jit_ops, ops
 
-BACKEND = "neuron"
+BACKEND = "nki"
+NEURON = "neuron"             # TorchNeuron's name, ours only where nobody else has it
 aten = torch.ops.aten
 
 _stats: Counter = Counter()
@@ -184,23 +188,56 @@ def _compile_graph(gm: fx.GraphModule, example_inputs):
     return make_boxed_func(gm.forward)
 
 
-def neuron_backend(gm: fx.GraphModule, example_inputs, **kwargs):
-    """The ``backend="neuron"`` compiler: AOTAutograd with the NKI rewrite on both graphs."""
+def nki_backend(gm: fx.GraphModule, example_inputs, **kwargs):
+    """The ``backend="nki"`` compiler: AOTAutograd with the NKI rewrites on both graphs."""
     from torch._dynamo.backends.common import aot_autograd
 
     backend = aot_autograd(fw_compiler=_compile_graph, bw_compiler=_compile_graph)
     return backend(gm, example_inputs, **kwargs)
 
 
+def foreign_neuron_entry_point():
+    """Another distribution's ``torch_dynamo_backends`` entry point named ``neuron`` (AWS's
+    torch-neuronx), or None. Reading entry points imports nothing."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="torch_dynamo_backends"):
+        if ep.name == NEURON and not ep.value.startswith("nki."):
+            return ep
+    return None
+
+
+def neuron_backend(gm: fx.GraphModule, example_inputs, **kwargs):
+    """The ``backend="neuron"`` entry: another package's ``neuron`` backend when one is
+    installed (two distributions may declare the name and torch keeps either), else ours."""
+    theirs = foreign_neuron_entry_point()
+    compiler = theirs.load() if theirs is not None else nki_backend
+    return compiler(gm, example_inputs, **kwargs)
+
+
 def register_backend() -> None:
-    """Make ``torch.compile(..., backend="neuron")`` available (idempotent).
+    """Make ``torch.compile(..., backend="nki")`` available, and ``"neuron"`` when no other
+    backend has that name (idempotent).
 
     Importing this module does not register anything: ``torch._dynamo`` costs ~2 s to
-    import, and a ``torch_dynamo_backends`` entry point naming :func:`neuron_backend` lets
-    dynamo load the backend itself on first use (it would then reject a second registration).
+    import, and the ``torch_dynamo_backends`` entry points naming :func:`nki_backend` and
+    :func:`neuron_backend` let dynamo load the backend itself on first use.
     """
-    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    from torch._dynamo.backends.registry import _COMPILER_FNS, list_backends
+    from torch._dynamo.backends.registry import register_backend as register
 
-    if _COMPILER_FNS.get(BACKEND) is not neuron_backend:
+    list_backends()                 # loads every entry point's name first
+    if _COMPILER_FNS.get(BACKEND) is not nki_backend:
         _COMPILER_FNS.pop(BACKEND, None)    # a stale registration (e.g. a reloaded module)
-        register_backend(neuron_backend, name=BACKEND)
+        register(nki_backend, name=BACKEND)
+    current = _COMPILER_FNS.get(NEURON)
+    if current is None and foreign_neuron_entry_point() is None:
+        register(neuron_backend, name=NEURON)
+    elif getattr(current, "__module__", None) == __name__ and current is not neuron_backend:
+        _COMPILER_FNS.pop(NEURON)           # ours, from a reloaded module
+        register(neuron_backend, name=NEURON)
+
+
+# This module is imported when torch.compile looks up the nki/neuron backend (entry points) or
+# by register_backend: from then on @nki.jit calls in compiled code are graph nodes.
+jit_ops.enable()

@@ -34,20 +34,37 @@ DeviceLike = torch.device | str | int | None
 _DEVICE_TYPE = int(torch._C._autograd.DeviceType.PrivateUse1)
 
 
+class PrivateUse1TakenError(RuntimeError):
+    """Another backend (e.g. AWS's torch-neuronx) already owns torch's PrivateUse1 device."""
+
+
+def _check_private_use1_free() -> str:
+    """PrivateUse1's current name, unless another backend holds it: torch has one
+    PrivateUse1 device per process, and a backend renamed to ``neuron`` that is not this
+    module (AWS's torch-neuronx uses the same name) owns it just as well."""
+    name = torch._C._get_privateuse1_backend_name()
+    theirs = name not in ("privateuseone", "neuron") or (
+        name == "neuron" and getattr(torch, "neuron", None) not in (None, sys.modules[__name__]))
+    if theirs:
+        owner = getattr(getattr(torch, name, None), "__name__", "another package")
+        raise PrivateUse1TakenError(
+            f"torch's PrivateUse1 device is already taken by '{name}' (registered by {owner}); "
+            "torch allows one per process, so nki's simulated 'neuron' device cannot be "
+            "enabled here. Run with TORCH_DEVICE_BACKEND_AUTOLOAD=0 to keep other backends "
+            "from claiming it on 'import torch', or use nki kernels with CPU tensors")
+    return name
+
+
 def enable() -> None:
     """Make ``neuron`` a torch device in this process (idempotent).
 
     Raises:
         nki.torch._build.BuildError: the C++ extension could not be compiled.
-        RuntimeError: another backend already owns torch's PrivateUse1 key.
+        PrivateUse1TakenError: another backend already owns torch's PrivateUse1 key.
     """
     if _state["ext"] is not None:
         return
-    name = torch._C._get_privateuse1_backend_name()
-    if name not in ("privateuseone", "neuron"):
-        raise RuntimeError(
-            f"torch's PrivateUse1 device is already taken by '{name}' (one per process); "
-            "run with TORCH_DEVICE_BACKEND_AUTOLOAD=0 to keep other backends from claiming it")
+    name = _check_private_use1_free()
     ext = _build.load("device")
     ext.set_device_count(config.neuron_sim_device_count())
     if name != "neuron":

@@ -3,8 +3,8 @@
 ``@nki_op("name")`` turns a Python wrapper that lays out its inputs and calls ``@nki.jit``
 kernels into ``torch.ops.nki.name``: a ``torch.library.custom_op`` with a CPU and a ``neuron``
 implementation (neuron tensors live in host memory, so the kernel reads zero-copy CPU views of
-them), a fake kernel for ``torch.compile`` and, optionally, autograd whose backward runs NKI
-kernels too. Registered here:
+them), a fake kernel for ``torch.compile`` (inferred from the kernels' traces unless one is
+registered) and, optionally, autograd whose backward runs NKI kernels too. Registered here:
 
 * ``nki::matmul(a, b)`` — ``a @ b`` for ``[..., M, K] @ [..., K, N]`` on the ``matmul`` /
   ``batched_matmul`` kernels; its backward is two more ``nki::matmul`` calls.
@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 from torch.utils._pytree import tree_map
 
+from nki.jit.torch_values import describing, is_fake
 from nki.kernels import attention as _attn
 from nki.kernels import matmul as _mm
 
@@ -44,9 +45,11 @@ _ops: dict[str, tuple[torch.library.CustomOpDef, Callable]] = {}
 # ---------------------------------------------------------------- kernel launches and counts
 
 def launch(kernel, *args, **kwargs):
-    """Run an ``@nki.jit`` kernel and count it under its function name."""
-    with _counts_lock:
-        _counts[kernel.__name__] += 1
+    """Run an ``@nki.jit`` kernel and count it under its function name (a call on fake
+    tensors, which only describes its outputs for ``torch.compile``, is not counted)."""
+    if not any(isinstance(a, Tensor) and is_fake(a) for a in args):
+        with _counts_lock:
+            _counts[kernel.__name__] += 1
     return kernel(*args, **kwargs)
 
 
@@ -133,9 +136,14 @@ def nki_op(name: str, *, mutates_args: Iterable[str] | str = (),
     The wrapper receives CPU tensors (host views of neuron tensors) and calls ``@nki.jit``
     kernels on them, ideally through :func:`launch` so they are counted. It is always the
     ``cpu`` implementation (the simulated kernels run on the host); ``"neuron"`` in
-    ``device_types`` adds the neuron one once the device exists. Register a fake
-    kernel with ``op.register_fake`` (its output strides must equal the real outputs') and
-    autograd with ``op.register_autograd``, as for any ``torch.library.custom_op``.
+    ``device_types`` adds the neuron one once the device exists. Register autograd with
+    ``op.register_autograd``, as for any ``torch.library.custom_op``.
+
+    The fake kernel ``torch.compile`` needs is inferred: it is the wrapper itself run on fake
+    tensors, where every ``@nki.jit`` kernel it calls is traced for those shapes and dtypes
+    but not run, and returns empty (contiguous) tensors of its outputs' shapes and dtypes
+    (:func:`nki.jit.torch_values.fake_outputs`). ``op.register_fake`` replaces it (e.g. for
+    outputs that are not contiguous).
 
     Example:
         >>> @nki_op("scale_rows")                                    # doctest: +SKIP
@@ -154,9 +162,22 @@ def nki_op(name: str, *, mutates_args: Iterable[str] | str = (),
             register_device_kernels()
         if op._opoverload._schema.returns == []:
             op.register_fake(lambda *a, **k: None)     # nothing to describe
+        else:
+            op.register_fake(_traced_fake(fn))      # until one is registered by hand
         return op
 
     return wrap
+
+
+def _traced_fake(fn: Callable) -> Callable:
+    """``fn`` run on fake tensors with its kernel calls described, not made graph nodes."""
+
+    @functools.wraps(fn)
+    def fake(*args, **kwargs):
+        with describing():
+            return fn(*args, **kwargs)
+
+    return fake
 
 
 def registered_ops() -> list[str]:

@@ -71,3 +71,23 @@ def test_queries():
     assert not dt.is_float_type(np.int32) and not dt.is_float_type(nl.uint8)
     assert dt.finfo(dt.bfloat16).max == float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
     assert dt.finfo(dt.float8_e4m3fn_x4).max == 448.0
+
+
+def test_static_cast_to_int_chunks_match_one_pass_and_stay_small(monkeypatch):
+    """A large float array cast to int costs its result, not float64 copies of the whole
+    array (nki-library casts ~10^8-element caches); chunk edges change no element."""
+    import tracemalloc
+
+    monkeypatch.setattr(dt, "_CHUNK", 1000)
+    x = np.random.default_rng(5).uniform(-4e4, 4e4, (7, 9, 53)).astype(np.float32)
+    x.flat[::97] = np.nan
+    want = np.clip(np.rint(np.nan_to_num(x.astype(np.float64))), -32768, 32767).astype(np.int16)
+    np.testing.assert_array_equal(dt.static_cast(x, np.int16), want)
+    monkeypatch.setattr(dt, "_CHUNK", 1 << 16)
+    big = np.random.default_rng(6).standard_normal(1 << 22) * 100    # float64, 32 MiB
+    tracemalloc.start()
+    out = dt.static_cast(big, np.int32)                               # 16 MiB result
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 24 << 20, f"peak {peak >> 20} MiB"
+    np.testing.assert_array_equal(out, np.rint(big).astype(np.int32))

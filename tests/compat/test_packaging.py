@@ -1,7 +1,8 @@
 """The packaging rule for AWS's import names (nki/compat.py): a real AWS package always wins,
 ``import nki`` still works beside it, and installing or uninstalling ours never touches its
 files. Built for real: our wheel, installed into a fresh virtual environment that already holds
-fake ``neuronxcc`` and ``torch_neuronx`` packages.
+fake ``neuronxcc`` and ``torch_neuronx`` packages (ours answer to both names where they are
+absent).
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ def test_aws_packages_win_and_survive_our_uninstall(wheel, venv):
     assert (site / "nki-foreign-names.pth").exists()
     assert not (site / "neuron_dtypes").exists()      # no foreign top-level name of ours
     owners = _probe(python).split(" | ")
+    # AWS's torch_neuronx (a fake here) wins over ours, which the wheel also carries
     assert owners[:4] == ["AWS neuronx-cc", "AWS torch-neuronx", "True", "nki.legacy.jit"]
+    assert (site / "nki" / "foreign-names" / "torch_neuronx" / "__init__.py").exists()
     assert "AWS's neuronx-cc, torch-neuronx is installed" in owners[4]
 
     _run(*pip, "uninstall", "-y", "-q", "nki")
@@ -98,3 +101,8 @@ def test_our_names_answer_when_aws_is_absent(wheel, venv):
     code = ("import neuronxcc.nki as n, nki.legacy, neuron_dtypes, nki.host_dtypes, nki.ir; "
             "print(n is nki.legacy, neuron_dtypes is nki.host_dtypes, nki.ir.packed.NATIVE)")
     assert _run(str(python), "-c", code).stdout.split() == ["True"] * 3
+    # torch_neuronx is ours: the torch bridge's names, and its import enables the device
+    code = ("import torch, torch_neuronx, nki.torch.neuronx as ours; "
+            "print(torch_neuronx is ours, torch_neuronx.nki_op is ours.nki_op, "
+            "torch.ones(1, device='neuron').device.type)")
+    assert _run(str(python), "-c", code).stdout.split() == ["True", "True", "neuron"]

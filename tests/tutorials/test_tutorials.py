@@ -15,7 +15,7 @@ import pytest
 
 TUTORIALS = Path(__file__).resolve().parents[2] / "tutorials"
 NUMBERED = sorted(p for p in TUTORIALS.glob("*.py") if re.match(r"\d\d_", p.name))
-NEEDS_TORCH = {"10_torch_gpt"}
+NEEDS_TORCH = {"10_torch_gpt", "12_torchneuron", "13_torchneuron_distributed"}
 
 
 def _load(path: Path):

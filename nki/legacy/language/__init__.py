@@ -168,15 +168,39 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs) -> None:
 
 def static_cast(input_data, dtype):
     """A Python scalar converted to ``dtype`` at trace time (``nl.static_cast(3.7, nl.int32)``
-    is 4: round to nearest even, as the engines cast)."""
+    is 4: round to nearest even, as the engines cast). A host array (the old test harnesses
+    cast their numpy inputs with it) is converted element by element, as
+    ``neuron_dtypes.static_cast`` does."""
     import numpy as np
 
     from nki.lang.indexing import as_dtype
 
+    if isinstance(input_data, np.ndarray) and input_data.ndim:
+        from nki.host_dtypes import static_cast as host_cast
+        return host_cast(input_data, np.dtype(dtype))
     dt = as_dtype(dtype)
     if dt.is_int:
         return int(np.rint(input_data))
     return float(np.asarray(input_data, np.float32).astype(dt.host_dtype()).astype(np.float32))
+
+
+def rand(shape, dtype=None, *, buffer=None, name: str = "", **kwargs):
+    """A new SBUF tile of uniform random floats in [0, 1) (``nl.rand((32, 128))``), drawn
+    from the same Vector-engine generators as the current dialect's ``nl.rand``."""
+    from nki.ir.types import Memory
+    from nki.lang.rng import rand as _rand
+    from nki.legacy.tile import as_legacy
+
+    return as_legacy(_rand(shape, float32 if dtype is None else dtype,
+                           buffer=Memory.SBUF if buffer is None else buffer, name=name))
+
+
+def finfo(dtype):
+    """Machine limits of a float dtype, bfloat16 and fp8 included
+    (``nl.finfo(nl.bfloat16).min``), as ``numpy.finfo`` reports them."""
+    from nki.host_dtypes import finfo as _finfo
+
+    return _finfo(dtype)
 
 
 def expand_dims(data, axis: int):

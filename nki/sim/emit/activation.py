@@ -15,6 +15,7 @@ from nki.ir.ops import Act, Opcode, ReduceCmd
 from nki.sim import numerics as nm
 from nki.sim import transcend as tr
 from nki.sim.emit import emitter, imm
+from nki.sim.helpers import accumulators as accs
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
     copy_row,
@@ -35,8 +36,8 @@ DST, DATA, BIAS, SCALE, RES = (operand_base(i) for i in range(5))
  GELU_SIG, GELU_SIG_DX, SILU, SILU_DX, ERF, ERF_DX, SOFTPLUS, MISH, SQUARE, SQRT, RSQRT,
  RECIPROCAL, SIGN, ABS, NEGATIVE, FLOOR, CEIL, TRUNC) = range(31)
 assert [a.value for a in Act][:31] == list(range(31)) and Act.trunc.value == TRUNC
-RESET, REDUCE, RESET_REDUCE = int(ReduceCmd.reset), int(ReduceCmd.reduce), \
-    int(ReduceCmd.reset_reduce)
+IDLE, RESET, REDUCE, RESET_REDUCE = int(ReduceCmd.idle), int(ReduceCmd.reset), \
+    int(ReduceCmd.reduce), int(ReduceCmd.reset_reduce)
 
 
 @njit(cache=True, nogil=True)
@@ -133,13 +134,18 @@ def _row_sums(start, y, first):
 
 
 @njit(cache=True, nogil=True)
-def _update_registers(PS, irow, L, y, cmd, P, row):
+def _update_registers(PS, irow, frow, L, y, cmd, P, row, has_res):
     """Apply ``reduce_cmd`` to this instruction's lanes; returns them (P,) after the update.
 
     Lane ``i`` is physical partition ``i``: the data operand's first partition is its
-    element offset divided by the partition stride ``row``."""
+    element offset divided by the partition stride ``row``. ``reduce`` and an ``idle``
+    read-out use the registers as they are, so never-written lanes are logged first."""
     lane0 = element_offset(irow, DATA, L) // row
     regs = PS.view(np.float32)[-SCALAR_ACC_FROM_END:][lane0:lane0 + P]
+    if cmd == REDUCE or (cmd == IDLE and has_res == 1):
+        accs.check_lanes(PS, frow, accs.SCALAR, lane0, P)
+    if cmd != IDLE:
+        accs.mark_written(PS, accs.SCALAR, lane0, P)
     if cmd == RESET:
         regs[:] = np.float32(0.0)
     elif cmd == REDUCE:
@@ -225,7 +231,7 @@ def activation(H, S, PS, irow, frow, L):
         y = apply_act(act, z)
         store_f32(H, S, PS, irow, DST, L, y)
     if need_y:
-        regs = _update_registers(PS, irow, L, y, cmd, P, row)
+        regs = _update_registers(PS, irow, frow, L, y, cmd, P, row, has_res)
         if has_res == 1:
             store_f32(H, S, PS, irow, RES, L, regs.reshape(P, 1))
     return 0
@@ -289,4 +295,4 @@ def encode_activation(ins, w, ops):
            int("reduce_res" in ops), parts, row)
     w.floats(imm(scale) if not t_scale else 0.0, imm(bias))
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("bias"))
-    w.operand(ops.get("scale")).operand(ops.get("reduce_res"))
+    w.operand(ops.get("scale")).operand(ops.get("reduce_res")).site()

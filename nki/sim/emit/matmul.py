@@ -11,6 +11,11 @@ leading dimension, and accumulation into PSUM is sgemm's ``beta = 1``. Nothing i
 which roughly halves the time of a K-tiled matmul (each 128-deep product otherwise
 gathers its inputs and reads, adds and writes back its PSUM tile). Other operands (bf16,
 fp8, strided views) are decoded into contiguous fp32 first.
+
+bf16 and fp8 operands (fp8 widened exactly to bf16) try the CPU's bf16 dot unit first
+(``nki_bgemm``, nki/sim/bf16.py), which runs them in place as well and declines (the guard:
+subnormals, inf/NaN, exponents whose products could underflow fp32) before touching PSUM;
+the sgemm path then runs as before. fp16 and tf32 never use the unit (not exact in bf16).
 """
 
 from __future__ import annotations
@@ -20,20 +25,35 @@ from numba import njit
 from numba.extending import overload
 
 from nki.ir.ops import Opcode
-from nki.sim.blas import NO_TRANS, ROW_MAJOR, TRANS, nki_sgemm, nki_sgemm_py
+from nki.sim.blas import (
+    NO_TRANS,
+    ROW_MAJOR,
+    TRANS,
+    nki_bgemm,
+    nki_bgemm_py,
+    nki_sgemm,
+    nki_sgemm_py,
+)
 from nki.sim.emit import emitter
 from nki.sim.helpers.memory import (
+    BF16,
+    E4M3,
+    E4M3FN,
+    E5M2,
     _rows_layout,
     arena,
     copy_raw,
     element_offset,
+    gather,
     load_bits,
     load_f32,
+    shape_of,
     store_bits,
     store_f32,
 )
 from nki.sim.helpers.registry import helper
 from nki.sim.layout import O_DTYPE, O_SPACE, PhysOperand, operand_base
+from nki.sim.numerics import fp8_to_f32
 
 OP0, OP1, OP2 = (operand_base(i) for i in range(3))
 
@@ -64,6 +84,66 @@ def _sgemm_rows_numba(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K
                   ldst, mv[mv_off:].ctypes, ldmv, beta, c[c_off:].ctypes, ldc)
 
     return impl
+
+
+def bgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
+    """:func:`sgemm_rows` for bf16 bit patterns (uint16 arrays) on the bf16 unit; returns
+    ``nki_bgemm``'s status (0 done; otherwise ``c`` is untouched)."""
+    c2, s2, m2 = c.itemsize, st.itemsize, mv.itemsize
+    return nki_bgemm_py(M, N, K, 1, st.ctypes.data + st_off * s2, ldst, 0,
+                        mv.ctypes.data + mv_off * m2, ldmv, 0, c.ctypes.data + c_off * c2,
+                        ldc, 1 if accumulate else 0)
+
+
+@overload(bgemm_rows, jit_options={"nogil": True})
+def _bgemm_rows_numba(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
+    def impl(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
+        return nki_bgemm(M, N, K, 1, st[st_off:].ctypes, ldst, 0, mv[mv_off:].ctypes, ldmv,
+                         0, c[c_off:].ctypes, ldc, np.int32(1 if accumulate else 0))
+
+    return impl
+
+
+@njit(cache=True, nogil=True)
+def _unit_dtype(code):
+    """Whether the bf16 unit takes this dtype: bf16 itself, fp8 widened exactly."""
+    return code == BF16 or code == E4M3 or code == E5M2 or code == E4M3FN
+
+
+@njit(cache=True, nogil=True)
+def _bf16_matrix(H, S, PS, irow, base, L, rows, cols):
+    """(flat uint16 bf16 bits, element offset, row stride) of a bf16/fp8 operand as a
+    row-major ``rows x cols`` matrix: the arena itself for bf16 rows, else a widened copy
+    (fp8 and bf16 values are exact in fp32, whose top half is then their bf16 encoding)."""
+    n_rows, stride, length = _rows_layout(irow, base)
+    if (irow[base + O_DTYPE] == BF16 and n_rows * length == rows * cols and length == cols
+            and stride >= max(cols, 1)):
+        mem = arena(H, S, PS, irow[base + O_SPACE]).view(np.uint16)
+        return mem, element_offset(irow, base, L), stride
+    code = irow[base + O_DTYPE]
+    mem = arena(H, S, PS, irow[base + O_SPACE])
+    P, F = shape_of(irow, base)
+    if code == BF16:
+        bits = gather(mem.view(np.uint16), element_offset(irow, base, L), irow, base, P, F)
+        return bits.reshape(rows * cols), 0, cols
+    # fp8: one 256-entry table of bf16 encodings (the top halves of the exact fp32 values)
+    table = fp8_to_f32(np.arange(256).astype(np.uint8), code).view(np.uint32) >> 16
+    raw = gather(mem, element_offset(irow, base, L), irow, base, P, F).reshape(rows * cols)
+    return table.astype(np.uint16)[raw], 0, cols
+
+
+@njit(cache=True, nogil=True)
+def _matmul_on_unit(H, S, PS, irow, L, K, M, N, acc):
+    """The matmul on the bf16 unit when both inputs are bf16/fp8 and dst is fp32 rows in
+    place; False (nothing written) when it does not apply or the unit's guard declines."""
+    if not (_unit_dtype(irow[OP1 + O_DTYPE]) and _unit_dtype(irow[OP2 + O_DTYPE])):
+        return False
+    c, c_off, ldc, in_place = _matrix(H, S, PS, irow, OP0, L, M, N, False)
+    if not in_place:
+        return False
+    st, st_off, ldst = _bf16_matrix(H, S, PS, irow, OP1, L, K, M)
+    mv, mv_off, ldmv = _bf16_matrix(H, S, PS, irow, OP2, L, K, N)
+    return bgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, acc) == 0
 
 
 @njit(cache=True, nogil=True)
@@ -111,9 +191,11 @@ def nc_matmul(H, S, PS, irow, frow, L):
     if irow[2] == 1:
         _transpose_select(H, S, PS, irow, L, K, M, N)
         return 0
+    acc = irow[3] == 1
+    if _matmul_on_unit(H, S, PS, irow, L, K * split, M, N, acc):
+        return 0
     st, st_off, ldst, _ = _matrix(H, S, PS, irow, OP1, L, K * split, M, True)
     mv, mv_off, ldmv, _ = _matrix(H, S, PS, irow, OP2, L, K * split, N, True)
-    acc = irow[3] == 1
     c, c_off, ldc, in_place = _matrix(H, S, PS, irow, OP0, L, M, N, acc)
     sgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K * split, acc)
     if not in_place:    # dst was a decoded copy: round and write it back

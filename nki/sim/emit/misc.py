@@ -17,8 +17,9 @@ from nki.sim import transcend as tr
 from nki.sim.emit import emitter, imm
 from nki.sim.emit.activation import apply_act
 from nki.sim.emit.collectives import HostCall, host_call, host_op
+from nki.sim.helpers import accumulators as acc_state
 from nki.sim.helpers import alu
-from nki.sim.layout import SCALAR_ACC_FROM_END, VECTOR_ACC_FROM_END
+from nki.sim.layout import SCALAR_ACC_FROM_END, VECTOR_ACC_FROM_END, operand_base
 
 IDLE, RESET, REDUCE, RESET_REDUCE, LOAD_REDUCE = (int(c) for c in ReduceCmd)
 _IDENTITY = {int(Alu.add): 0.0, int(Alu.multiply): 1.0, int(Alu.maximum): -np.inf,
@@ -26,10 +27,32 @@ _IDENTITY = {int(Alu.add): 0.0, int(Alu.multiply): 1.0, int(Alu.maximum): -np.in
 
 
 def registers(call: HostCall, scalar_engine: bool, P: int) -> np.ndarray:
-    """A (P,) fp32 view of the Scalar (activation) or Vector engine accumulators."""
+    """A (P,) fp32 view of the Scalar (activation) or Vector engine accumulators of this
+    call's lanes (:func:`_first_lane`)."""
     f = call.PS.view(np.float32)
     start = f.size - (SCALAR_ACC_FROM_END if scalar_engine else VECTOR_ACC_FROM_END)
-    return f[start:start + P]
+    lane0 = _first_lane(call, scalar_engine)
+    return f[start + lane0:start + lane0 + P]
+
+
+def _first_lane(call: HostCall, scalar_engine: bool) -> int:
+    """ScalarE lane i is physical partition i of the data operand (operand 1), as in
+    ``activation``; VectorE lanes count from the access's first partition, as in
+    ``tensor_scalar_reduce`` and ``select_reduce``."""
+    if not scalar_engine:
+        return 0
+    return int(acc_state.first_lane.py_func(call.irow, operand_base(1), call.L))
+
+
+def _track(call: HostCall, scalar_engine: bool, P: int, reads: bool, writes: bool) -> None:
+    """Note this call's use of its accumulator lanes (nki/sim/helpers/accumulators.py): a
+    read of never-written lanes is logged before they are used, then written lanes marked."""
+    engine = acc_state.SCALAR if scalar_engine else acc_state.VECTOR
+    lane0 = _first_lane(call, scalar_engine)
+    if reads:
+        acc_state.check_lanes.py_func(call.PS, call.frow, engine, lane0, P)
+    if writes:
+        acc_state.mark_written.py_func(call.PS, engine, lane0, P)
 
 
 def _col(call: HostCall, k: int, imm: float, P: int) -> np.ndarray:
@@ -90,9 +113,13 @@ def _activate2(call: HostCall) -> None:
     else:
         out = apply_act(act, np.ascontiguousarray(y, np.float32))
     call.put_f32(0, out)
-    if cmd != IDLE:
+    # reduce_res reads the registers out after the update, under idle too (AWS: "an
+    # additional instruction is emitted to read the accumulator values")
+    if cmd != IDLE or call.present(4):
+        _track(call, True, P, cmd == REDUCE or (cmd == IDLE and call.present(4)), cmd != IDLE)
         regs = registers(call, True, P)
-        update_registers(regs, cmd, rop, _reduce_rows(rop, out))
+        if cmd != IDLE:
+            update_registers(regs, cmd, rop, _reduce_rows(rop, out))
         if call.present(4):
             call.put_f32(4, regs.reshape(P, 1))
 
@@ -106,7 +133,10 @@ def _exponential(call: HostCall) -> None:
     x = call.f32(1).reshape(P, -1)
     out = tr.exp(np.ascontiguousarray(x - _col(call, 2, call.frow[0], P), np.float32))
     call.put_f32(0, out)
-    if cmd != IDLE:
+    if cmd == IDLE:      # AWS: under idle "the accumulator state may still be modified"
+        acc_state.mark_undefined.py_func(call.PS, acc_state.VECTOR, 0, P)
+    else:
+        _track(call, False, P, cmd == REDUCE, True)
         regs = registers(call, False, P)
         init = _col(call, 4, call.frow[1], P).reshape(-1) * np.ones(P, np.float32)
         update_registers(regs, cmd, int(Alu.add), _reduce_rows(int(Alu.add), out), init)
@@ -121,6 +151,7 @@ def _cumulative(call: HostCall) -> None:
     P, op0, op1, cmd = (int(v) for v in call.irow[2:6])
     x = call.f32(1).reshape(P, -1)
     t = _binary(op0, x, _col(call, 2, call.frow[0], P), 0)
+    _track(call, False, P, cmd == REDUCE, True)
     regs = registers(call, False, P)
     if cmd == LOAD_REDUCE:
         reg = (_col(call, 3, call.frow[1], P) * np.ones((P, 1), np.float32)).astype(np.float32)
@@ -233,6 +264,7 @@ def encode_activate2(ins, w, ops):
     w.floats(imm(ins.attr("imm0")), imm(ins.attr("imm1")), ins.attr("relu_param"))
     for role in ("dst", "data", "imm0", "imm1", "reduce_res"):
         w.operand(ops.get(role))
+    w.site()
 
 
 @emitter(Opcode.EXPONENTIAL, host_call)
@@ -241,6 +273,7 @@ def encode_exponential(ins, w, ops):
     w.floats(imm(ins.attr("max_value")), imm(ins.attr("reduce_init")))
     for role in ("dst", "src", "max_value", "reduce_res", "reduce_init"):
         w.operand(ops.get(role))
+    w.site()
 
 
 @emitter(Opcode.TENSOR_SCALAR_CUMULATIVE, host_call)
@@ -250,6 +283,7 @@ def encode_cumulative(ins, w, ops):
     w.floats(imm(ins.attr("imm0")), imm(ins.attr("imm1")))
     for role in ("dst", "src", "imm0", "imm1"):
         w.operand(ops.get(role))
+    w.site()
 
 
 @emitter(Opcode.SEQUENCE_BOUNDS, host_call, reference_sequence_bounds)

@@ -18,6 +18,7 @@ from numba import njit
 
 from nki.ir.ops import Opcode
 from nki.sim.emit import emitter, imm
+from nki.sim.helpers import accumulators as accs
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import f32_rows, load_f32, load_i64, store_f32, store_i64
 from nki.sim.helpers.registry import helper
@@ -210,7 +211,8 @@ def _per_partition_value(H, S, PS, irow, frow, base, imm_index, is_tile, p, L):
 def _lanes(irow):
     """(partitions, first register lane) of this call, which runs row-wise: a chunk of
     partitions ``p0 ..`` of the operands owns registers ``p0 ..`` (``set_chunk`` moved the
-    dst's offset by ``p0`` partition strides from the encoded one)."""
+    dst's offset by ``p0`` partition strides from the encoded one). VectorE lanes count from
+    the access's first partition (ScalarE's are physical partitions: nki/sim/uninit.py)."""
     if irow[10] == 1:       # one partition is never chunked
         return 1, 0
     p0 = 0
@@ -244,6 +246,10 @@ def tensor_scalar_reduce(H, S, PS, irow, frow, L):
     y = alu.binary_col_f32(op0, x, s, rev0 == 1)
     store_f32(H, S, PS, irow, OP0, L, y)
     regs = PS.view(np.float32)[-VECTOR_ACC_FROM_END:][p0:p0 + p]
+    if cmd == REDUCE or (cmd == IDLE and has_res == 1):
+        accs.check_lanes(PS, frow, accs.VECTOR, p0, p)
+    if cmd != IDLE:
+        accs.mark_written(PS, accs.VECTOR, p0, p)
     if cmd == RESET or cmd == RESET_REDUCE:
         regs[:] = _identity(rop)
     elif cmd == LOAD_REDUCE:
@@ -470,7 +476,7 @@ def encode_tensor_scalar_reduce(ins, w, ops):
            ops["dst"].offset.const, ops["dst"].dims[0][0])
     w.floats(imm(ins.attr("imm0")), imm(ins.attr("init")))
     w.operand(ops["dst"]).operand(ops["data"]).operand(ops.get("operand0"))
-    w.operand(ops.get("reduce_res")).operand(ops.get("reduce_init"))
+    w.operand(ops.get("reduce_res")).operand(ops.get("reduce_init")).site()
 
 
 @emitter(Opcode.BN_STATS, bn_stats, reference_bn_stats)

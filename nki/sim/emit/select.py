@@ -19,6 +19,7 @@ from numba import njit
 
 from nki.ir.ops import Opcode
 from nki.sim.emit import emitter, imm
+from nki.sim.helpers import accumulators as acc_state
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
     copy_row,
@@ -165,20 +166,30 @@ def _rowmax(y):
 
 
 @njit(cache=True, nogil=True)
-def _reduce_max(H, S, PS, irow, L, y, cmd, res):
+def _reduce_max(H, S, PS, irow, frow, L, y, cmd, res, idle_clobbers):
     """Max-reduce y's rows into the accumulators per reduce_cmd; read out into operand res.
-    With ``idle`` the accumulators are untouched and res gets this call's row maxima."""
-    if cmd == IDLE and _absent(irow, res):
-        return
+    With ``idle`` the accumulators are untouched and res gets this call's row maxima; where
+    AWS documents that ``idle`` may still modify them (``idle_clobbers``: select_reduce),
+    their lanes count as never written afterwards. Lane i is the access's partition i."""
     P = y.shape[0]
+    lane0 = 0
+    if cmd == IDLE:
+        if idle_clobbers:
+            acc_state.mark_undefined(PS, acc_state.VECTOR, lane0, P)
+        if _absent(irow, res):
+            return
     row = _rowmax(y)
-    accs = _vector_acc(PS)
+    accs = _vector_acc(PS)[lane0:lane0 + P]
+    if cmd == REDUCE:
+        acc_state.check_lanes(PS, frow, acc_state.VECTOR, lane0, P)
+    if cmd != IDLE:
+        acc_state.mark_written(PS, acc_state.VECTOR, lane0, P)
     if cmd == RESET or cmd == RESET_REDUCE:
-        accs[:P] = np.float32(-np.inf)
+        accs[:] = np.float32(-np.inf)
     if cmd == REDUCE or cmd == RESET_REDUCE:
-        accs[:P] = np.maximum(accs[:P], row)
+        accs[:] = np.maximum(accs, row)
     if not _absent(irow, res):
-        out = row if cmd == IDLE else accs[:P].copy()
+        out = row if cmd == IDLE else accs.copy()
         store_f32(H, S, PS, irow, res, L, out)
 
 
@@ -239,7 +250,7 @@ def range_select(H, S, PS, irow, frow, L):
     m0 = alu.binary_f32(irow[4], idx, _f32(H, S, PS, irow, OP2, L, P)) != 0
     m1 = alu.binary_f32(irow[5], idx, _f32(H, S, PS, irow, OP3, L, P)) != 0
     y = _select_f32(H, S, PS, irow, L, m0 & m1, OP1, NONE, 0.0, frow[0], P, N)
-    _reduce_max(H, S, PS, irow, L, y, irow[7], OP4)
+    _reduce_max(H, S, PS, irow, frow, L, y, irow[7], OP4, False)
     return 0
 
 
@@ -252,7 +263,7 @@ def select_reduce(H, S, PS, irow, frow, L):
     P, N = irow[2], irow[3]
     mask = _predicate(H, S, PS, irow, L, OP1, P, irow[4])
     y = _select_f32(H, S, PS, irow, L, mask, OP2, OP3, 0.0, frow[0], P, N)
-    _reduce_max(H, S, PS, irow, L, y, irow[5], OP4)
+    _reduce_max(H, S, PS, irow, frow, L, y, irow[5], OP4, True)
     return 0
 
 
@@ -522,6 +533,7 @@ def encode_range_select(ins, w, ops):
     w.floats(ins.attr("on_false_value"))
     for role in ("dst", "on_true", "bound0", "bound1", "reduce_res"):
         w.operand(ops.get(role))
+    w.site()
 
 
 @emitter(Opcode.SELECT_REDUCE, select_reduce, reference_select)
@@ -530,6 +542,7 @@ def encode_select_reduce(ins, w, ops):
     w.floats(imm(ins.attr("on_false_value")))
     for role in ("dst", "predicate", "on_true", "on_false", "reduce_res"):
         w.operand(ops.get(role))
+    w.site()
 
 
 @emitter(Opcode.TENSOR_COPY_PREDICATED, tensor_copy_predicated, reference_select)

@@ -11,6 +11,8 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -106,124 +108,200 @@ WorkPtr wrap(WorkPtr inner, Tensors outputs) {
   return c10::make_intrusive<NeuronWork>(std::move(inner), std::move(outputs));
 }
 
+// Gloo's worker threads live as long as its ProcessGroupGloo object: its shutdown() is a no-op,
+// and ProcessGroup objects outlive destroy_process_group() wherever Python still refers to them
+// (device meshes, FSDP state). A worker that then finishes a collective during interpreter exit
+// frees the caller's tensors, which takes the GIL; Python ends such threads with pthread_exit,
+// whose unwinding through Gloo's noexcept destructors calls std::terminate ("terminate called
+// without an active exception"). So stopping this backend (shutdown/abort, which
+// destroy_process_group calls, or stop_all at exit) destroys Gloo's backend here and then:
+// its destructor drains the queue and joins the workers, with the GIL released so they can
+// finish.
 class NeuronBackend : public c10d::Backend {
  public:
   explicit NeuronBackend(c10::intrusive_ptr<c10d::Backend> gloo)
-      : c10d::Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {}
+      : c10d::Backend(gloo->getRank(), gloo->getSize()), gloo_(std::move(gloo)) {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry().insert(this);
+  }
+  ~NeuronBackend() override {
+    {
+      std::lock_guard<std::mutex> lock(registry_mutex());
+      registry().erase(this);
+    }
+    stop();
+  }
+
+  // Destroy Gloo's backend now (joining its worker threads); later collectives raise.
+  void stop() {
+    c10::intrusive_ptr<c10d::Backend> gloo;
+    {
+      std::lock_guard<std::mutex> lock(gloo_mutex_);
+      gloo = std::move(gloo_);
+    }
+    if (gloo && Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release release;   // the workers may need the GIL to free tensors
+      gloo.reset();
+    }
+  }
+
+  // Every live backend stopped: run at interpreter exit, before Python finalizes.
+  static void stop_all() {
+    std::vector<NeuronBackend*> live;
+    {
+      std::lock_guard<std::mutex> lock(registry_mutex());
+      live.assign(registry().begin(), registry().end());
+    }
+    for (auto* backend : live) {
+      backend->stop();
+    }
+  }
+
+  bool stopped() {
+    std::lock_guard<std::mutex> lock(gloo_mutex_);
+    return !gloo_;
+  }
 
   const std::string getBackendName() const override { return "neuron"; }
-  c10::intrusive_ptr<Options> getBackendOptions() override { return gloo_->getBackendOptions(); }
-  void setTimeout(std::chrono::milliseconds timeout) override { gloo_->setTimeout(timeout); }
-  void setSequenceNumberForGroup() override { gloo_->setSequenceNumberForGroup(); }
-  uint64_t getSequenceNumberForGroup() override { return gloo_->getSequenceNumberForGroup(); }
+  c10::intrusive_ptr<Options> getBackendOptions() override { return live()->getBackendOptions(); }
+  void setTimeout(std::chrono::milliseconds timeout) override { live()->setTimeout(timeout); }
+  void setSequenceNumberForGroup() override { live()->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return live()->getSequenceNumberForGroup(); }
   void setGroupUid(const std::string& uid) override {
     c10d::Backend::setGroupUid(uid);
-    gloo_->setGroupUid(uid);
+    live()->setGroupUid(uid);
   }
-  void enableCollectivesTiming() override { gloo_->enableCollectivesTiming(); }
+  void enableCollectivesTiming() override { live()->enableCollectivesTiming(); }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all) override {
-    gloo_->monitoredBarrier(opts, wait_all);
+    live()->monitoredBarrier(opts, wait_all);
   }
-  void abort() override { gloo_->abort(); }
-  void shutdown() override { gloo_->shutdown(); }
+  void abort() override {
+    c10::intrusive_ptr<c10d::Backend> gloo;
+    {
+      std::lock_guard<std::mutex> lock(gloo_mutex_);
+      gloo = gloo_;
+    }
+    if (gloo) {
+      gloo->abort();
+    }
+    gloo.reset();
+    stop();
+  }
+  void shutdown() override { stop(); }
 
   WorkPtr broadcast(Tensors& ts, const c10d::BroadcastOptions& opts) override {
     auto h = host(ts);
-    return wrap(gloo_->broadcast(h, opts), ts);
+    return wrap(live()->broadcast(h, opts), ts);
   }
   WorkPtr allreduce(Tensors& ts, const c10d::AllreduceOptions& opts) override {
     auto h = host(ts);
-    return wrap(gloo_->allreduce(h, opts), ts);
+    return wrap(live()->allreduce(h, opts), ts);
   }
   WorkPtr allreduce_coalesced(Tensors& ts,
                               const c10d::AllreduceCoalescedOptions& opts) override {
     auto h = host(ts);
-    return wrap(gloo_->allreduce_coalesced(h, opts), ts);
+    return wrap(live()->allreduce_coalesced(h, opts), ts);
   }
   WorkPtr reduce(Tensors& ts, const c10d::ReduceOptions& opts) override {
     auto h = host(ts);
-    return wrap(gloo_->reduce(h, opts), ts);
+    return wrap(live()->reduce(h, opts), ts);
   }
   WorkPtr allgather(TensorLists& outs, Tensors& ins, const c10d::AllgatherOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->allgather(o, i, opts), flat(outs));
+    return wrap(live()->allgather(o, i, opts), flat(outs));
   }
   WorkPtr _allgather_base(at::Tensor& out, at::Tensor& in,
                           const c10d::AllgatherOptions& opts) override {
     auto o = host(out);
     auto i = host(in);
-    return wrap(gloo_->_allgather_base(o, i, opts), {out});
+    return wrap(live()->_allgather_base(o, i, opts), {out});
   }
   WorkPtr allgather_coalesced(TensorLists& outs, Tensors& ins,
                               const c10d::AllgatherOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->allgather_coalesced(o, i, opts), flat(outs));
+    return wrap(live()->allgather_coalesced(o, i, opts), flat(outs));
   }
   WorkPtr allgather_into_tensor_coalesced(Tensors& outs, Tensors& ins,
                                           const c10d::AllgatherOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->allgather_into_tensor_coalesced(o, i, opts), outs);
+    return wrap(live()->allgather_into_tensor_coalesced(o, i, opts), outs);
   }
   WorkPtr gather(TensorLists& outs, Tensors& ins, const c10d::GatherOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->gather(o, i, opts), flat(outs));
+    return wrap(live()->gather(o, i, opts), flat(outs));
   }
   WorkPtr scatter(Tensors& outs, TensorLists& ins, const c10d::ScatterOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->scatter(o, i, opts), outs);
+    return wrap(live()->scatter(o, i, opts), outs);
   }
   WorkPtr reduce_scatter(Tensors& outs, TensorLists& ins,
                          const c10d::ReduceScatterOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->reduce_scatter(o, i, opts), outs);
+    return wrap(live()->reduce_scatter(o, i, opts), outs);
   }
   WorkPtr _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
                                const c10d::ReduceScatterOptions& opts) override {
     auto o = host(out);
     auto i = host(in);
-    return wrap(gloo_->_reduce_scatter_base(o, i, opts), {out});
+    return wrap(live()->_reduce_scatter_base(o, i, opts), {out});
   }
   WorkPtr reduce_scatter_tensor_coalesced(Tensors& outs, Tensors& ins,
                                           const c10d::ReduceScatterOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->reduce_scatter_tensor_coalesced(o, i, opts), outs);
+    return wrap(live()->reduce_scatter_tensor_coalesced(o, i, opts), outs);
   }
   WorkPtr alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
                         std::vector<int64_t>& in_splits,
                         const c10d::AllToAllOptions& opts) override {
     auto o = host(out);
     auto i = host(in);
-    return wrap(gloo_->alltoall_base(o, i, out_splits, in_splits, opts), {out});
+    return wrap(live()->alltoall_base(o, i, out_splits, in_splits, opts), {out});
   }
   WorkPtr alltoall(Tensors& outs, Tensors& ins, const c10d::AllToAllOptions& opts) override {
     auto o = host(outs);
     auto i = host(ins);
-    return wrap(gloo_->alltoall(o, i, opts), outs);
+    return wrap(live()->alltoall(o, i, opts), outs);
   }
   WorkPtr send(Tensors& ts, int dst, int tag) override {
     auto h = host(ts);
-    return wrap(gloo_->send(h, dst, tag), ts);
+    return wrap(live()->send(h, dst, tag), ts);
   }
   WorkPtr recv(Tensors& ts, int src, int tag) override {
     auto h = host(ts);
-    return wrap(gloo_->recv(h, src, tag), ts);
+    return wrap(live()->recv(h, src, tag), ts);
   }
   WorkPtr recvAnysource(Tensors& ts, int tag) override {
     auto h = host(ts);
-    return wrap(gloo_->recvAnysource(h, tag), ts);
+    return wrap(live()->recvAnysource(h, tag), ts);
   }
   WorkPtr barrier(const c10d::BarrierOptions& opts) override {
-    return wrap(gloo_->barrier(opts), {});
+    return wrap(live()->barrier(opts), {});
   }
 
  private:
+  c10::intrusive_ptr<c10d::Backend> live() {
+    std::lock_guard<std::mutex> lock(gloo_mutex_);
+    TORCH_CHECK(gloo_, "the 'neuron' process group was shut down (destroy_process_group or "
+                "interpreter exit); create a new one with dist.init_process_group");
+    return gloo_;
+  }
+  static std::set<NeuronBackend*>& registry() {
+    static auto* backends = new std::set<NeuronBackend*>();   // never destroyed: used at exit
+    return *backends;
+  }
+  static std::mutex& registry_mutex() {
+    static auto* mutex = new std::mutex();
+    return *mutex;
+  }
+
+  std::mutex gloo_mutex_;
   c10::intrusive_ptr<c10d::Backend> gloo_;
 };
 
@@ -264,5 +342,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<NeuronBackend, c10d::Backend, nki_neuron::NoGilPtr<NeuronBackend>>(m,
                                                                                "NeuronBackend")
       .def(py::init<c10::intrusive_ptr<c10d::Backend>>(), py::arg("gloo"),
-           py::call_guard<py::gil_scoped_release>());
+           py::call_guard<py::gil_scoped_release>())
+      .def("stop", &NeuronBackend::stop, "destroy Gloo's backend now, joining its threads")
+      .def_property_readonly("stopped", &NeuronBackend::stopped);
+  m.def("stop_all", &NeuronBackend::stop_all, "stop every live neuron backend (at exit)");
 }

@@ -1,0 +1,135 @@
+"""Matmul benchmark: ``nki.kernels.matmul.matmul_lhsT`` in bf16, fp8 and fp32 against torch's
+CPU matmul (one thread each, timed alternately in one process), with the bf16 dot unit on
+and off; plus bf16 flash attention against torch's bf16 SDPA.
+
+    python benchmarks/bench_matmul.py [--quick] [--repeat N] [--json PATH]
+
+Issue 13 targets: bf16 2048^3 <= 1.5x torch bf16 (target 2), fp32 2048^3 <= 1.1x torch fp32
+(target 3), flash attention forward bf16 S=4096 d128 causal <= 2x torch bf16 SDPA. The
+record names the CPU, its vector/matrix features and the bf16 unit nki found. fp8 inputs
+have no torch CPU matmul: they are shown against torch bf16 on the same values.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import ml_dtypes  # noqa: E402
+import numpy as np  # noqa: E402
+from _record import best_of_pair, write_record  # noqa: E402  (benchmarks/_record.py)
+
+FEATURES = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx2", "fma")
+
+
+def cpu_features() -> list[str]:
+    """The matmul-relevant flags /proc/cpuinfo lists (empty where it does not exist)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((ln.split(":", 1)[1].split() for ln in f
+                          if ln.startswith("flags")), [])
+    except OSError:
+        return []
+    return [name for name in FEATURES if name in flags]
+
+
+def machine_kind(features: list[str]) -> str:
+    """The project's name for this machine kind (README has one table per kind)."""
+    if "amx_bf16" in features:
+        return "xeon-amx"
+    if "avx512_bf16" in features:
+        return "zen5"
+    return "other"
+
+
+def _torch_of(x):
+    import torch
+    if x.dtype == np.float32:
+        return torch.from_numpy(x)
+    return torch.from_numpy(x.astype(np.float32)).bfloat16()   # fp8 values are exact in bf16
+
+
+def matmul_cases(n: int):
+    """(name, lhsT, rhs, unit on?, torch dtype label)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    bf = ml_dtypes.bfloat16
+    yield f"matmul {n}^3 bf16 (bf16 unit)", a.astype(bf), b.astype(bf), True, "bf16"
+    yield f"matmul {n}^3 bf16 (unit off: fp32 sgemm)", a.astype(bf), b.astype(bf), False, "bf16"
+    e4 = ml_dtypes.float8_e4m3fn
+    yield f"matmul {n}^3 fp8 e4m3fn (bf16 unit)", a.astype(e4), b.astype(e4), True, "bf16"
+    yield f"matmul {n}^3 fp32", a, b, True, "fp32"
+
+
+def run_matmuls(n: int, repeat: int, report) -> None:
+    from nki.kernels.matmul import matmul_lhsT
+
+    from nki.sim import bf16
+
+    for name, lhsT, rhs, unit_on, tlabel in matmul_cases(n):
+        ta, tb = _torch_of(np.ascontiguousarray(lhsT.T)), _torch_of(rhs)
+        out = "float32" if lhsT.dtype != np.float32 else None
+        was = bf16.set_enabled(unit_on)
+        try:
+            t_nki, t_torch = best_of_pair(lambda: matmul_lhsT(lhsT, rhs, out_dtype=out),
+                                          lambda: ta @ tb, repeat)
+        finally:
+            bf16.set_enabled(was)
+        report({"case": name, "nki_ms": t_nki * 1e3, f"torch_{tlabel}_ms": t_torch * 1e3,
+                f"ratio_vs_torch_{tlabel}": t_nki / t_torch,
+                "nki_gflops": 2 * n ** 3 / t_nki / 1e9})
+
+
+def run_attention(repeat: int, report, seq: int) -> None:
+    import torch
+    from nki.kernels.attention import flash_attention
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 2, seq, 128)).astype(ml_dtypes.bfloat16)
+               for _ in range(3))
+    tq, tk, tv = (torch.from_numpy(x.astype(np.float32)).bfloat16() for x in (q, k, v))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    t_nki, t_torch = best_of_pair(lambda: flash_attention(q, k, v, causal=True),
+                                  lambda: sdpa(tq, tk, tv, is_causal=True), repeat)
+    report({"case": f"flash attention fwd b1-h2-s{seq}-d128 bf16 causal",
+            "nki_ms": t_nki * 1e3, "torch_bf16_ms": t_torch * 1e3,
+            "ratio_vs_torch_bf16": t_nki / t_torch})
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="1024^3 and S=2048")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
+                                                   "matmul.json"))
+    args = ap.parse_args()
+    import torch
+
+    from nki.sim import bf16
+
+    torch.set_num_threads(1)
+    features = cpu_features()
+    print(f"bf16 unit: {bf16.UNIT} ({bf16.STATUS}); CPU features: {' '.join(features)}")
+    rows = []
+
+    def report(row):
+        rows.append(row)
+        cells = "".join(f"  {k} {v:9.2f}" for k, v in row.items() if k != "case")
+        print(f"{row['case']:44s}{cells}", flush=True)
+
+    run_matmuls(1024 if args.quick else 2048, args.repeat, report)
+    run_attention(max(3, args.repeat // 2), report, 2048 if args.quick else 4096)
+    write_record(args.json, threads=1, repeat=args.repeat, machine_kind=machine_kind(features),
+                 cpu_features=features, bf16_unit=bf16.UNIT, bf16_unit_status=bf16.STATUS,
+                 openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
+                 torch=torch.__version__, rows=rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""Numba-compiled scheduling loop (tables from nki/cost/fast.py). A line-by-line port of
+nki/cost/schedule.py's CoreScheduler for one core without sync points: keep them in step
+(tests/cost/test_fast.py compares their timelines). Everything lives in this one file, so
+Numba's on-disk cache (keyed by file) can never run stale code."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+CAP = 24
+KEEP = 48
+NSLOTS = 16
+TENSOR = 0
+DMA = 5
+# operand table columns
+FAM, WRITE, CONST, PITCH, PARTS, EXTENT, LOSHIFT, ISZ, OWNER, BYBYTES, COEF = range(11)
+
+
+@njit(cache=True)
+def _box(ops, o, env):
+    off = ops[o, CONST]
+    for s in range(NSLOTS):
+        c = ops[o, COEF + s]
+        if c != 0:
+            off += c * env[s]
+    isz = ops[o, ISZ]
+    pitch = ops[o, PITCH]
+    if pitch != 0:
+        p0 = off // pitch
+        f = off - p0 * pitch - ops[o, LOSHIFT]
+        return p0, p0 + ops[o, PARTS], f * isz, (f + ops[o, EXTENT]) * isz
+    off -= ops[o, LOSHIFT]
+    return 0, 1, off * isz, (off + ops[o, EXTENT]) * isz
+
+
+@njit(cache=True)
+def _ready(rec, nrec, fam, p0, p1, b0, b1, inst, write, by_bytes):
+    best = 0.0
+    who = -1
+    # scalar indexing only: a row view per record costs a reference count each (~2x slower)
+    for j in range(nrec[fam]):
+        if (write or rec[fam, j, 6] != 0.0) and rec[fam, j, 5] > best and \
+                rec[fam, j, 0] < p1 and p0 < rec[fam, j, 1] and rec[fam, j, 2] < b1 and \
+                b0 < rec[fam, j, 3] and (by_bytes or rec[fam, j, 4] == inst):
+            best = rec[fam, j, 5]
+            who = int(rec[fam, j, 7])
+    return best, who
+
+
+@njit(cache=True)
+def _merge(rec, nrec, fam):
+    """In place, no allocation: the oldest half of the reads become one bounding record in
+    front, the other records keep their order."""
+    n = nrec[fam]
+    reads = 0
+    for j in range(n):
+        if rec[fam, j, 6] == 0.0:
+            reads += 1
+    if reads < 2:
+        for j in range(1, n):
+            rec[fam, j - 1] = rec[fam, j]
+        nrec[fam] = n - 1
+        return
+    half = reads // 2
+    lo0, hi1, lo2, hi3, inst, end, who = np.inf, -np.inf, np.inf, -np.inf, 0.0, -np.inf, 0.0
+    seen = 0
+    out = 0
+    for j in range(n):
+        r = rec[fam, j]
+        if r[6] == 0.0 and seen < half:
+            seen += 1
+            lo0, hi1 = min(lo0, r[0]), max(hi1, r[1])
+            lo2, hi3 = min(lo2, r[2]), max(hi3, r[3])
+            inst = r[4]
+            if r[5] > end:
+                end, who = r[5], r[7]
+        else:
+            if out != j:
+                rec[fam, out] = rec[fam, j]
+            out += 1
+    for j in range(out, 0, -1):
+        rec[fam, j] = rec[fam, j - 1]
+    b = rec[fam, 0]
+    b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7] = lo0, hi1, lo2, hi3, inst, end, 0.0, who
+    nrec[fam] = out + 1
+
+
+@njit(cache=True)
+def _add(rec, nrec, fam, p0, p1, b0, b1, inst, write, end, index):
+    n = nrec[fam]
+    if write:
+        out = 0
+        for j in range(n):
+            if not (rec[fam, j, 4] == inst and p0 <= rec[fam, j, 0] and
+                    rec[fam, j, 1] <= p1 and b0 <= rec[fam, j, 2] and rec[fam, j, 3] <= b1):
+                if out != j:
+                    for k in range(8):
+                        rec[fam, out, k] = rec[fam, j, k]
+                out += 1
+        n = out
+    rec[fam, n, 0], rec[fam, n, 1], rec[fam, n, 2], rec[fam, n, 3] = p0, p1, b0, b1
+    rec[fam, n, 4], rec[fam, n, 5] = inst, end
+    rec[fam, n, 6] = 1.0 if write else 0.0
+    rec[fam, n, 7] = index
+    nrec[fam] = n + 1
+    if n + 1 > CAP:
+        _merge(rec, nrec, fam)
+
+
+@njit(cache=True)
+def _fit(dq, dqn, floor, q, ready, dur):
+    t = max(ready, floor[q])
+    who = -1
+    for j in range(dqn[q]):
+        s, e = dq[q, j, 0], dq[q, j, 1]
+        if e <= t:
+            continue
+        if s >= t + dur:
+            break
+        t = e
+        who = int(dq[q, j, 2])
+    return t, who
+
+
+@njit(cache=True)
+def _place(dq, dqn, floor, nq, ready, dur, k, index):
+    ft = np.empty(nq)
+    fw = np.empty(nq, np.int64)
+    order = np.arange(nq)
+    for q in range(nq):
+        ft[q], fw[q] = _fit(dq, dqn, floor, q, ready, dur)
+    # sort (t, who, q) lexicographically, as Python's sorted() does on tuples
+    for a in range(nq):
+        for b in range(a + 1, nq):
+            x, y = order[a], order[b]
+            if ft[y] < ft[x] or (ft[y] == ft[x] and (fw[y] < fw[x] or
+                                                       (fw[y] == fw[x] and y < x))):
+                order[a], order[b] = y, x
+    mask = 0
+    for j in range(k):
+        q = order[j]
+        t = ft[q]
+        n = dqn[q]
+        pos = n
+        while pos > 0 and dq[q, pos - 1, 0] > t:
+            pos -= 1
+        for m in range(n, pos, -1):
+            dq[q, m] = dq[q, m - 1]
+        dq[q, pos, 0], dq[q, pos, 1], dq[q, pos, 2] = t, t + dur, index
+        n += 1
+        if n > KEEP:
+            floor[q] = max(floor[q], dq[q, 0, 1])
+            for m in range(1, n):
+                dq[q, m - 1] = dq[q, m]
+            n -= 1
+        dqn[q] = n
+        mask |= 1 << q
+    last = order[k - 1]
+    return ft[order[0]], ft[last] + dur, mask, fw[last]
+
+
+@njit(cache=True)
+def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
+                  nfam, spills, params, out_s, out_f, out_p, out_d, out_q):
+    depth, nq, nloops, ntensors = params[0], params[1], params[2], params[3]
+    rec = np.zeros((nfam, CAP + 1, 8))
+    nrec = np.zeros(nfam, np.int64)
+    dq = np.zeros((nq, KEEP + 1, 3))
+    dqn = np.zeros(nq, np.int64)
+    floor = np.zeros(nq)
+    free = np.zeros(6)
+    last = np.full(6, -1, np.int64)
+    pfree = np.zeros(2)
+    iters = np.zeros(nloops, np.int64)
+    env = np.zeros(NSLOTS, np.int64)
+    spill_end = np.zeros(ntensors)
+    spill_idx = np.full(ntensors, -1, np.int64)
+    boxes = np.zeros((64, 5), np.int64)
+    st_begin = np.zeros(64, np.int64)
+    st_i = np.zeros(64, np.int64)
+    st_trip = np.zeros(64, np.int64)
+    sp = 0
+    n = 0
+    count = 0
+    sptr = 0
+    prev_matmul = False
+    pc = 0
+    ncode = code.shape[0]
+    while pc < ncode:
+        kind = code[pc, 0]
+        if kind == 1:
+            row = code[pc, 3]
+            trip = trips[row, 0]
+            for s in range(NSLOTS):
+                trip += trips[row, 1 + s] * env[s]
+            if trip <= 0:
+                pc = code[pc, 4] + 1
+                continue
+            st_begin[sp], st_i[sp], st_trip[sp] = pc, 0, trip
+            sp += 1
+            if code[pc, 2] >= 0:
+                env[code[pc, 2]] = 0
+            iters[code[pc, 1]] += 1
+            pc += 1
+            continue
+        if kind == 2:
+            top = sp - 1
+            st_i[top] += 1
+            if st_i[top] < st_trip[top]:
+                b = st_begin[top]
+                if code[b, 2] >= 0:
+                    env[code[b, 2]] = st_i[top]
+                iters[code[b, 1]] += 1
+                pc = b + 1
+            else:
+                sp -= 1
+                pc += 1
+            continue
+        s = code[pc, 1]
+        pc += 1
+        c = count
+        count += 1
+        e = eng[s]
+        if e < 0:
+            while sptr < spills.shape[0] and spills[sptr, 0] <= c:
+                sptr += 1          # the spills of a free instruction are skipped, as in Python
+            continue
+        ready = 0.0
+        who = -1
+        while sptr < spills.shape[0] and spills[sptr, 0] < c:
+            sptr += 1
+        while sptr < spills.shape[0] and spills[sptr, 0] == c and spills[sptr, 1] == 0:
+            t, w, n = _spill(spills[sptr, 2], spills[sptr, 3], 0.0, -1, spill_end, spill_idx,
+                             dq, dqn, floor, nq, ns, fixed, packets, n, out_s, out_f, out_p,
+                             out_d, out_q)
+            if t > ready:
+                ready, who = t, w
+            sptr += 1
+        nops = op_hi[s] - op_lo[s]
+        for j in range(nops):
+            o = op_lo[s] + j
+            p0, p1, b0, b1 = _box(ops, o, env)
+            owner = ops[o, OWNER]
+            inst = iters[owner] % depth if owner >= 0 else 0
+            boxes[j, 0], boxes[j, 1], boxes[j, 2], boxes[j, 3], boxes[j, 4] = p0, p1, b0, b1, inst
+            t, w = _ready(rec, nrec, ops[o, FAM], p0, p1, b0, b1, inst, ops[o, WRITE] != 0,
+                          ops[o, BYBYTES] != 0)
+            if t > ready:
+                ready, who = t, w
+        index = n
+        if e == DMA:
+            start, end0, mask, blocker = _place(dq, dqn, floor, nq, ready, ns[s], packets[s],
+                                                index)
+            dep = blocker < 0
+            end = end0 + fixed[s]
+            pred = who if dep else blocker
+        else:
+            mask = 0
+            fr = free[e]
+            if ports[s, 0]:
+                fr = max(fr, pfree[0])
+            if ports[s, 1]:
+                fr = max(fr, pfree[1])
+            dep = ready > fr
+            start = ready + dep_ns[s] if dep else fr
+            d = ns[s] + fixed[s]
+            if e == TENSOR and ls[s] != 0.0:
+                d = max(d, ls[s]) if (prev_matmul and not dep) else d + ls[s]
+            if e == TENSOR:
+                prev_matmul = ls[s] != 0.0
+            end = start + d
+            free[e] = end
+            if ports[s, 0]:
+                pfree[0] = end
+            if ports[s, 1]:
+                pfree[1] = end
+            pred = who if dep else last[e]
+            last[e] = index
+        out_s[n], out_f[n, 0], out_f[n, 1], out_p[n], out_d[n], out_q[n] = \
+            s, start, end, pred, dep, mask
+        n += 1
+        for j in range(nops):
+            o = op_lo[s] + j
+            _add(rec, nrec, ops[o, FAM], boxes[j, 0], boxes[j, 1], boxes[j, 2], boxes[j, 3],
+                 boxes[j, 4], ops[o, WRITE] != 0, end, index)
+        while sptr < spills.shape[0] and spills[sptr, 0] == c:
+            if spills[sptr, 1] == 1:
+                _, _, n = _spill(spills[sptr, 2], spills[sptr, 3], end, index, spill_end,
+                                 spill_idx, dq, dqn, floor, nq, ns, fixed, packets, n, out_s,
+                                 out_f, out_p, out_d, out_q)
+            sptr += 1
+    return n
+
+
+@njit(cache=True)
+def _spill(s, tensor, ready, who, spill_end, spill_idx, dq, dqn, floor, nq, ns, fixed,
+           packets, n, out_s, out_f, out_p, out_d, out_q):
+    if spill_end[tensor] > ready:
+        ready, who = spill_end[tensor], spill_idx[tensor]
+    start, end0, mask, blocker = _place(dq, dqn, floor, nq, ready, ns[s], packets[s], n)
+    dep = blocker < 0
+    end = end0 + fixed[s]
+    out_s[n], out_f[n, 0], out_f[n, 1] = s, start, end
+    out_p[n], out_d[n], out_q[n] = (who if dep else blocker), dep, mask
+    spill_end[tensor], spill_idx[tensor] = end, n
+    return end, n, n + 1

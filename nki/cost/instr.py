@@ -1,0 +1,361 @@
+"""What one instruction costs on its engine, from the documented per-instruction formulas.
+
+Compute engines stream along the free dimension: an instruction costs about ``N`` cycles of
+its engine (``N`` = elements per partition), never less than ``MIN_II``; the formulas per
+opcode are the cost column of AWS's old ISA docs (nki-spec.md §4) with the generation's perf
+modes (§5.2). DMAs are split into packets over the core's 16 queues (§5.2, §10.3). Everything
+here depends only on the instruction's static shape, so it is computed once per IR
+instruction, not once per execution.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from nki.cost.facts import CostFacts
+from nki.ir.nodes import Instr, Placed, Program
+from nki.ir.ops import Act, Alu, Engine, Opcode
+from nki.ir.types import Memory
+
+COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "sync")
+DMA = "dma"
+
+# opcodes that move data through the DMA queues
+_DMA_OPS = {Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.DMA_INDIRECT, Opcode.DMA_COMPUTE,
+            Opcode.TENSOR_GATHER, Opcode.SENDRECV, Opcode.COLLECTIVE, Opcode.COLLECTIVE_V,
+            Opcode.PERMUTE_IMPLICIT}
+_GPSIMD_OPS = {Opcode.IOTA, Opcode.AFFINE_SELECT, Opcode.TENSOR_PARTITION_REDUCE,
+               Opcode.LOCAL_GATHER, Opcode.NC_N_GATHER, Opcode.SEQUENCE_BOUNDS,
+               Opcode.NONZERO_WITH_COUNT, Opcode.TOPK}
+_SCALAR_OPS = {Opcode.ACTIVATION, Opcode.ACTIVATE2}
+_TENSOR_OPS = {Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX}
+_SYNC_OPS = {Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE,
+             Opcode.CORE_BARRIER}
+# the simulator's own bookkeeping: no machine instruction
+FREE_OPS = {Opcode.FILL_UNINIT, Opcode.DEVICE_PRINT}
+_ENGINE_NAMES = {Engine.tensor: "tensor", Engine.vector: "vector", Engine.scalar: "scalar",
+                 Engine.gpsimd: "gpsimd", Engine.dma: DMA, Engine.sync: "sync"}
+
+
+@dataclass(frozen=True)
+class InstrCost:
+    """The static cost of one IR instruction.
+
+    ``ns`` is the engine time of one execution (for a DMA, of its slowest packet, without the
+    fixed latency ``fixed_ns``); a matmul's LoadStationary part ``ls_ns`` can hide behind the
+    previous matmul (the scheduler decides). ``packets`` is how many DMA queues it spreads
+    over. Bytes are per execution."""
+
+    engine: str
+    ns: float
+    fixed_ns: float = 0.0
+    ls_ns: float = 0.0
+    packets: int = 0
+    flops: float = 0.0
+    hbm_read: int = 0
+    hbm_write: int = 0
+    bytes: int = 0
+    perf_mode: str = ""
+    note: str = ""
+
+
+def _free_elems(op: Placed) -> int:
+    """Elements per partition (on chip) or all elements (HBM)."""
+    dims = op.dims[1:] if op.space.on_chip else op.dims
+    return math.prod(c for _, c in dims) if dims else 1
+
+
+def _elems(op: Placed) -> int:
+    return math.prod(c for _, c in op.dims) if op.dims else 1
+
+
+def _minor_stride_bytes(op: Placed) -> int:
+    """Bytes between neighbouring elements of the innermost dim that has more than one."""
+    dims = op.dims[1:] if op.space.on_chip else op.dims
+    for stride, count in reversed(dims):
+        if count > 1:
+            return abs(stride) * op.dtype.itemsize
+    return op.dtype.itemsize
+
+
+def _run_bytes(op: Placed) -> int:
+    """Contiguous bytes of one descriptor: the innermost dims that are dense together (never
+    across partitions on chip)."""
+    dims = op.dims[1:] if op.space.on_chip else op.dims
+    run = 1
+    for stride, count in reversed(dims):
+        if count == 1:
+            continue
+        if stride != run:
+            break
+        run *= count
+    return run * op.dtype.itemsize
+
+
+def _operands(instr: Instr) -> list[Placed]:
+    return [a for _, a, _ in instr.accesses() if isinstance(a, Placed)]
+
+
+def engine_of(instr: Instr) -> str:
+    """The engine the instruction runs on: ``engine=`` when the rule recorded one, else the
+    documented default (``engine=unknown`` runs on VectorE, the engine every such form has;
+    ``nc_transpose`` picks TensorE when its result is in PSUM, as the 0.4.0 notes say)."""
+    op = instr.opcode
+    if op in _DMA_OPS:
+        return DMA
+    if op in FREE_OPS:
+        return "none"
+    eng = getattr(instr, "engine", None) or instr.attr("engine")
+    if isinstance(eng, Engine) and eng in _ENGINE_NAMES:
+        return _ENGINE_NAMES[eng]
+    if op in _TENSOR_OPS:
+        return "tensor"
+    if op is Opcode.NC_TRANSPOSE:
+        dst = instr.operand("dst")
+        return "tensor" if dst is not None and dst.space is Memory.PSUM else "vector"
+    if op in _SCALAR_OPS:
+        return "scalar"
+    if op in _GPSIMD_OPS:
+        return "gpsimd"
+    if op in _SYNC_OPS:
+        return "sync"
+    if op is Opcode.TENSOR_TENSOR and instr.attr("int_math") and \
+            instr.attr("op") in (Alu.add, Alu.subtract, Alu.multiply, Alu.power):
+        return "gpsimd"       # 32-bit int add/sub/mul (and power) only exist on GpSimd
+    if op is Opcode.RNG:
+        return "gpsimd" if instr.attr("engine") is Engine.gpsimd else "vector"
+    return "vector"
+
+
+def instr_cost(instr: Instr, program: Program, facts: CostFacts) -> InstrCost:
+    """The static cost of ``instr`` (placed operands) on ``facts``' target."""
+    engine = engine_of(instr)
+    if engine == "none":
+        return InstrCost("none", 0.0)
+    if engine == DMA:
+        return _dma_cost(instr, facts)
+    if engine == "tensor":
+        return _tensor_cost(instr, facts)
+    if engine == "sync":
+        return _sync_cost(instr, facts)
+    cycles, mode = _stream_cycles(instr, engine, facts)
+    return InstrCost(engine, cycles / facts[f"{engine}_clock_ghz"], perf_mode=mode)
+
+
+def _sync_cost(instr: Instr, facts: CostFacts) -> InstrCost:
+    ns = facts["sync_engine_cycles"] / facts["sync_clock_ghz"]
+    if instr.opcode is Opcode.CORE_BARRIER:
+        return InstrCost("sync", ns, fixed_ns=facts["barrier_ns"], note="barrier")
+    return InstrCost("sync", ns)
+
+
+def _n(instr: Instr) -> int:
+    """Elements per partition the instruction streams: its largest operand's."""
+    ops = _operands(instr)
+    return max((_free_elems(a) for a in ops if a.space.on_chip), default=1)
+
+
+def _is16(op: Placed) -> bool:
+    return op.dtype.itemsize == 2 and not op.dtype.is_int
+
+
+def _stream_cycles(instr: Instr, engine: str, facts: CostFacts) -> tuple[float, str]:
+    """Cycles of a Vector/Scalar/GpSimd instruction and the perf mode it ran in."""
+    n = _n(instr)
+    ops = _operands(instr)
+    min_ii = facts["min_ii_cycles"]
+    strided = any(a.space.on_chip and _minor_stride_bytes(a) > facts["stride_limit_bytes"]
+                  for a in ops)
+    if engine == "gpsimd":
+        cycles = _gpsimd_cycles(instr, n, ops, facts)
+    elif engine == "scalar":
+        cycles = _scalar_cycles(instr, n, ops, facts)
+    else:
+        cycles = _vector_cycles(instr, n, ops, facts)
+    mode = ""
+    if engine == "vector":
+        speed = _vector_perf_mode(instr, ops, strided, facts)
+        if speed > 1:
+            mode = f"{speed}x"
+            cycles = cycles / speed
+    if strided:
+        cycles *= facts["stride_penalty"]
+    return max(min_ii, cycles), mode
+
+
+def _vector_cycles(instr: Instr, n: int, ops: list[Placed], facts: CostFacts) -> float:
+    op = instr.opcode
+    min_ii = facts["min_ii_cycles"]
+    inputs = [a for _, a in instr.reads if isinstance(a, Placed) and a.space.on_chip]
+    two_tiles = sum(1 for a in inputs if _free_elems(a) > 1) >= 2
+    if op is Opcode.TENSOR_TENSOR:
+        one_psum = any(a.space is Memory.PSUM for a in inputs)
+        fast = (all(_is16(a) for a in ops) and instr.attr("op") in
+                (Alu.add, Alu.multiply, Alu.subtract)
+                and all(_minor_stride_bytes(a) <= a.dtype.itemsize for a in ops))
+        return n if (one_psum or fast) else 2 * n
+    if op is Opcode.SCALAR_TENSOR_TENSOR:
+        fast = (all(_is16(a) for a in ops) and n % 2 == 0 and instr.attr("op0") is Alu.subtract
+                and instr.attr("op1") is Alu.multiply)
+        return n if fast else 2 * n
+    if op is Opcode.TENSOR_REDUCE:
+        fast = all(_is16(a) for a in ops) and instr.attr("op") in (Alu.add, Alu.maximum)
+        return n / 2 if fast else n
+    if op is Opcode.TENSOR_SCALAR_REDUCE:
+        return max(min_ii, n) + min_ii
+    if op is Opcode.TENSOR_TENSOR_SCAN:
+        return 2 * n
+    if op is Opcode.RECIPROCAL:
+        return facts["vector_reciprocal_factor"] * n
+    if op is Opcode.MEMSET:
+        zero16 = all(_is16(a) for a in ops) and not instr.attr("value")
+        return n / 2 if zero16 else n
+    if op is Opcode.BN_AGGR:
+        return 13 * n / 3
+    if op is Opcode.EXPONENTIAL:
+        return n / 4          # 4x ScalarE's exp throughput (trn3 arch guide)
+    if op is Opcode.QUANTIZE_MX:
+        return n / 4          # 4 elements per partition per cycle (trn3 arch guide)
+    if op in (Opcode.TENSOR_COPY_PREDICATED, Opcode.SELECT_REDUCE):
+        one_psum = any(a.space is Memory.PSUM for a in inputs)
+        return n if (one_psum or not two_tiles) else 2 * n
+    return n
+
+
+def _vector_perf_mode(instr: Instr, ops: list[Placed], strided: bool,
+                      facts: CostFacts) -> int:
+    """VectorE's automatic perf modes on NeuronCore-v3+ (trn2 arch guide)."""
+    # 16-bit data; a PSUM side holds the fp32 accumulators the doc's PSUM case reads
+    if not facts["vector_perf_mode"] or not ops or \
+            not all(_is16(a) or a.space is Memory.PSUM for a in ops) or \
+            not any(_is16(a) for a in ops):
+        return 1
+    all_sbuf = all(a.space is Memory.SBUF for a in ops)
+    dense = not strided and all(_minor_stride_bytes(a) <= a.dtype.itemsize for a in ops)
+    if instr.opcode in (Opcode.TENSOR_COPY, Opcode.TENSOR_SCALAR):
+        return 4 if (all_sbuf and dense) else 2
+    if instr.opcode is Opcode.TENSOR_TENSOR and all_sbuf:
+        return 2
+    return 1
+
+
+def _scalar_cycles(instr: Instr, n: int, ops: list[Placed], facts: CostFacts) -> float:
+    cycles = float(n)
+    if instr.opcode in (Opcode.TENSOR_SCALAR, Opcode.TENSOR_COPY) and \
+            all(a.dtype.itemsize <= 2 for a in ops):
+        cycles /= facts["scalar_16bit_speedup"]
+    if instr.operand("reduce_res") is not None:
+        cycles = max(facts["min_ii_cycles"], cycles) + facts["act_read_acc_cycles"]
+    if instr.opcode is Opcode.ACTIVATION and instr.attr("op") is Act.reciprocal:
+        pass                   # max(MIN_II, N) on ScalarE (shared API page)
+    return cycles
+
+
+def _gpsimd_cycles(instr: Instr, n: int, ops: list[Placed], facts: CostFacts) -> float:
+    start = facts["gpsimd_start_cycles"]
+    if instr.opcode is Opcode.TOPK:
+        src = instr.operand("src")
+        k = _free_elems(instr.operand("val_dst") or src)
+        return 4 * _free_elems(src) + k
+    width = max((a.dtype.itemsize for a in ops), default=4)
+    lanes = 1
+    if facts["gpsimd_narrow_lanes"]:
+        lanes = {1: 4, 2: 2}.get(width, 1)   # 16x32 / 32x16 / 64x8 bits per core per cycle
+    cycles = start + n / lanes
+    if instr.opcode is Opcode.TENSOR_SCALAR and Alu.rsqrt in (instr.attr("op0"),
+                                                              instr.attr("op1")):
+        cycles = start + facts["gpsimd_rsqrt_factor"] * n
+    return cycles
+
+
+def _tensor_cost(instr: Instr, facts: CostFacts) -> InstrCost:
+    clock = facts["tensor_clock_ghz"]
+    if instr.opcode is Opcode.NC_TRANSPOSE:
+        data = instr.operand("data")
+        p, f = data.dims[0][1], _free_elems(data)
+        cycles = max(p, min(facts["mm_init_cycles"], f))
+        if data.dtype.itemsize == 4:
+            cycles *= facts["fp32_transpose_factor"]
+        return InstrCost("tensor", cycles / clock, flops=0.0, note="transpose")
+    k, m, n = instr.attr("k", 128), instr.attr("m", 128), instr.attr("n", 512)
+    split = instr.attr("row_split", 1)
+    stat = instr.operand("stationary")
+    fp32 = stat is not None and stat.dtype.name == "float32"
+    factor = 1.0
+    mode = ""
+    if fp32:
+        factor = facts["fp32_transpose_factor"] if instr.attr("transpose") else \
+            facts["fp32_matmul_factor"]
+    if split > 1:
+        mode = "double_row"
+    if instr.opcode is Opcode.NC_MATMUL_MX:
+        mode = "mx"
+        split = 4             # K = 512 per instruction in the time of bf16 K = 128
+    mm = max(n, facts["mm_init_cycles"]) * factor
+    ls = m / facts["ls_speedup"] * factor
+    flops = 2.0 * k * split * m * n
+    return InstrCost("tensor", mm / clock, ls_ns=ls / clock, flops=flops, perf_mode=mode)
+
+
+def _dma_cost(instr: Instr, facts: CostFacts) -> InstrCost:
+    dst, src = instr.operand("dst"), instr.operand("src")
+    dst = dst or next((a for _, a in instr.writes if isinstance(a, Placed)), None)
+    src = src or next((a for _, a in instr.reads if isinstance(a, Placed)), None)
+    if dst is None or src is None:
+        return InstrCost(DMA, 0.0, fixed_ns=facts["barrier_ns"], packets=1)
+    nbytes = _elems(dst) * dst.dtype.itemsize
+    chip = dst if dst.space.on_chip else src if src.space.on_chip else None
+    rows = chip.dims[0][1] if chip is not None else (dst.dims[0][1] if dst.dims else 1)
+    packets = max(1, min(int(facts["dma_queues"]), rows))
+    run = max(1, min(_run_bytes(dst), _run_bytes(src)))
+    eff = descriptor_efficiency(run, facts)
+    if instr.opcode is Opcode.DMA_TRANSPOSE:
+        eff *= facts["dma_transpose_hbm_eff"] if src.space.is_hbm else \
+            facts["dma_transpose_sbuf_eff"]
+    moved = nbytes * (2 if instr.opcode is Opcode.DMA_COMPUTE else 1)   # read-modify-write
+    ns = packet_ns(moved, packets, eff, src.space.is_hbm or dst.space.is_hbm, facts)
+    fixed = facts["dma_fixed_ns"]
+    dge = getattr(instr, "dge_mode", None) or instr.attr("dge_mode")
+    if instr.opcode in (Opcode.DMA_INDIRECT, Opcode.TENSOR_GATHER) or \
+            getattr(dge, "name", "") == "swdge":
+        fixed *= facts["swdge_factor"]
+    if instr.opcode in (Opcode.COLLECTIVE, Opcode.COLLECTIVE_V, Opcode.SENDRECV,
+                        Opcode.PERMUTE_IMPLICIT):
+        fixed += facts["barrier_ns"]
+    return InstrCost(DMA, ns, fixed_ns=fixed, packets=packets,
+                     hbm_read=nbytes if src.space.is_hbm else 0,
+                     hbm_write=nbytes if dst.space.is_hbm else 0, bytes=nbytes,
+                     note=f"{run} B per descriptor")
+
+
+def _queue_bandwidth(facts: CostFacts, hbm: bool) -> float:
+    """Bytes/ns one DMA queue moves: its engine's peak, and for HBM traffic no more than the
+    core's share of the device's HBM bandwidth spread over its queues (the HBM cap)."""
+    bw = facts["dma_engine_bytes_per_ns"]
+    if hbm:
+        share = facts["hbm_bytes_per_ns_device"] / facts["neuron_cores_per_device"]
+        bw = min(bw, share / facts["dma_queues"])
+    return bw
+
+
+def descriptor_efficiency(run_bytes: int, facts: CostFacts) -> float:
+    """Share of a queue's bandwidth left when each descriptor moves ``run_bytes``."""
+    return run_bytes / (run_bytes + facts["dma_desc_overhead_bytes"])
+
+
+def packet_ns(nbytes: int, packets: int, eff: float, hbm: bool, facts: CostFacts) -> float:
+    """Queue time of one of ``packets`` equal packets of an ``nbytes`` transfer."""
+    return facts["dma_packet_setup_ns"] + nbytes / packets / (_queue_bandwidth(facts, hbm) * eff)
+
+
+def spill_cost(partitions: int, bytes_per_partition: int, store: bool,
+               facts: CostFacts) -> InstrCost:
+    """A compiler-inserted spill store (SBUF -> HBM scratch) or reload (HBM -> SBUF)."""
+    nbytes = partitions * bytes_per_partition
+    packets = max(1, min(int(facts["dma_queues"]), partitions))
+    eff = descriptor_efficiency(bytes_per_partition, facts)
+    return InstrCost(DMA, packet_ns(nbytes, packets, eff, True, facts),
+                     fixed_ns=facts["dma_fixed_ns"], packets=packets,
+                     hbm_write=nbytes if store else 0, hbm_read=0 if store else nbytes,
+                     bytes=nbytes, note="spill store" if store else "spill reload")

@@ -1,0 +1,62 @@
+"""The compiled scheduler loop (nki/cost/fast.py) gives the Python reference's timeline
+exactly: same instructions, times, deciding predecessors and DMA engines."""
+
+from __future__ import annotations
+
+import warnings
+
+import ml_dtypes
+import numpy as np
+import pytest
+from nki.kernels import flash_attention, matmul_lhsT
+from test_ordering import exp_rows, scale_rows
+from test_schedule import halves, scale_tiles
+
+import nki
+from nki.cost import estimate
+from nki.errors import NkiSpillWarning
+
+BF16 = ml_dtypes.bfloat16
+rng = np.random.default_rng(0)
+
+CASES = {
+    "scale_tiles": (nki.jit(scale_tiles), (np.ones((1024, 512), np.float32),)),
+    "hoist": (nki.jit(scale_rows), (np.ones((512, 256), np.float32),
+                                    np.ones((128, 256), np.float32), False)),
+    "tile_list": (nki.jit(exp_rows), (np.ones((1024, 256), np.float32), 2)),
+    "lnc2": (nki.jit(halves)[2], (np.ones((1024, 256), np.float32),)),
+    "matmul": (matmul_lhsT, (np.ones((512, 256), BF16), np.ones((512, 1024), BF16))),
+    "attention": (flash_attention, (rng.random((1, 2, 512, 64)).astype(BF16),) * 3),
+}
+
+
+def _same(a, b):
+    assert a.sidx == b.sidx
+    assert a.start == b.start and a.end == b.end
+    assert a.pred == b.pred and a.pred_dep == b.pred_dep
+    assert [tuple(sorted(q)) for q in a.queues] == [tuple(sorted(q)) for q in b.queues]
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_numba_schedule_equals_python(case, target):
+    kernel, args = CASES[case]
+    kw = {"causal": True} if case == "attention" else {}
+    py = estimate(kernel, target=target, backend="python")(*args, **kw)
+    nb = estimate(kernel, target=target, backend="numba")(*args, **kw)
+    for a, b in zip(py.timelines, nb.timelines):
+        _same(a, b)
+    assert py.latency_ns == nb.latency_ns
+
+
+def test_numba_schedule_equals_python_with_spills():
+    from test_spill import F, rotate_pairs
+    x = rng.standard_normal((64, F)).astype(np.float32)
+    cs = rng.standard_normal((32, F)).astype(np.float32)
+    k = nki.jit(rotate_pairs, cache=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NkiSpillWarning)
+        py = estimate(k, target="trn2", backend="python")(x, cs, cs)
+        nb = estimate(k, target="trn2", backend="numba")(x, cs, cs)
+    assert any(py.preps[0].instrs[s].cost.note.startswith("spill") for s in py.timelines[0].sidx)
+    _same(py.timelines[0], nb.timelines[0])
