@@ -75,9 +75,14 @@ def _instances(ops: list, slot: int):
     """The instances the iterations' operands touch, as one ``Placed.instance``: None (one
     instance throughout), an Affine of the slots, or a FreshInstance when ids do not
     progress affinely."""
+    if all([o.instance is None for o in ops]):
+        # the usual case, on ints (called per operand of every unrolled instruction)
+        t0 = ops[0].tensor
+        step = ops[1].tensor - t0 if len(ops) > 1 else 0
+        if all([o.tensor == t0 + step * k for k, o in enumerate(ops)]):
+            return None if step == 0 else Affine(t0, ((slot, step),))
+        return FreshInstance(t0, (slot,))
     ids = [Affine(o.tensor) if o.instance is None else o.instance for o in ops]
-    if all(i == ids[0] for i in ids) and ops[0].instance is None:
-        return None
     if not any(isinstance(i, FreshInstance) for i in ids):
         try:
             return _progression(ids, slot)
