@@ -106,13 +106,33 @@ class Access:
 class Placed:
     """An operand after placement: an affine element offset into one memory space viewed as
     ``dtype``, and up to five (stride, count) dims in elements (partition stride included).
-    ``tensor`` is kept for names in printed IR and error messages."""
+    ``tensor`` is kept for names in printed IR and error messages.
+
+    ``instance``: in a rerolled loop, which tensor *instance* each iteration touches (a
+    tile allocated in the body is a new instance every iteration): an ``Affine`` of the
+    loop slots giving its id (``t7 + 3*i0``), or, when the ids do not progress affinely (a
+    triangular nest allocates more tiles per outer iteration), a :class:`FreshInstance`
+    naming the slots it changes with; None when it is ``tensor`` in every iteration.
+    :meth:`instance_key` compares instances across operands and iterations.
+    """
 
     tensor: int
     space: Memory
     dtype: DType
     offset: Affine
     dims: tuple[tuple[int, int], ...]
+    instance: Affine | None = None
+
+    def instance_key(self, slots):
+        """What identifies the instance touched when the loop slots have the values
+        ``slots`` (a mapping or sequence indexed by slot): its tensor id, or for a
+        :class:`FreshInstance` the first instance's id and the slot values."""
+        inst = self.instance
+        if inst is None:
+            return self.tensor
+        if isinstance(inst, FreshInstance):
+            return (inst.first,) + tuple(slots[s] for s in inst.slots)
+        return inst.const + sum(c * slots[s] for s, c in inst.terms)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -121,6 +141,15 @@ class Placed:
     def same_form(self, other: Placed) -> bool:
         return (self.space is other.space and self.dtype == other.dtype
                 and self.dims == other.dims)
+
+
+@dataclass(frozen=True)
+class FreshInstance:
+    """An operand's instance where instance ids are not affine in the loop slots: a new
+    instance for every value of ``slots``, ``first`` the id of the first one."""
+
+    first: int
+    slots: tuple[int, ...]
 
 
 Operand = Union[Access, Placed]

@@ -35,6 +35,10 @@ def format_operand(op, program: Program | None) -> str:
             else ""
         return f"{name}[{where}{_offset(op.offset)}|{dims}]{op.dtype.name}"
     if isinstance(op, Placed):
+        if isinstance(op.instance, Affine):   # a new instance per iteration: t3, t3+3, ...
+            name += f"{{+{Affine(0, op.instance.terms)}}}"
+        elif op.instance is not None:         # new per value of these slots
+            name += "{new per " + ",".join(f"i{s}" for s in op.instance.slots) + "}"
         return f"{name}@{op.space.value}[{_offset(op.offset)}|{dims}]{op.dtype.name}"
     return repr(op)
 
@@ -77,17 +81,52 @@ def format_instr_short(ins: Instr, program: Program | None = None) -> str:
     return f"{where}{ins.opcode.name.lower()}({', '.join(names)})"
 
 
-def format_program(program: Program) -> str:
+def format_program(program: Program, every_instance: bool = False) -> str:
+    """The program as text. Tensors allocated at one site (a tile made in a loop body is a
+    new instance every iteration) print as one line naming their instances, unless
+    ``every_instance``; the instances stay apart in ``program.tensors`` (and in the
+    operands' ``Placed.instance``)."""
     lines = [f"program {program.name} (core {program.core}/{program.num_cores}, "
              f"{program.target})"]
-    for t in program.tensors:
-        addr = f" @ {t.address}" if t.address is not None else ""
+    groups = [[t] for t in program.tensors] if every_instance else _by_site(program.tensors)
+    for group in groups:
+        t = group[0]
         shape = ", ".join(map(str, t.shape))
         loc = f"   # {t.loc.short}" if t.loc else ""
-        lines.append(f"  tensor {t.name}: {t.role} {t.memory.value} {t.dtype.name}[{shape}]"
-                     f"{addr}{loc}")
+        lines.append(f"  tensor {_names(group)}: {t.role} {t.memory.value} "
+                     f"{t.dtype.name}[{shape}]{_addresses(group)}{loc}")
     _body(program.body, program, "  ", lines)
     return "\n".join(lines)
+
+
+def _by_site(tensors) -> list[list]:
+    """Tensors grouped by allocation site and form, in order of first appearance."""
+    groups: dict = {}
+    for t in tensors:
+        key = (t.site, t.role, t.memory, t.shape, t.dtype) if t.site else ("id", t.id)
+        groups.setdefault(key, []).append(t)
+    return list(groups.values())
+
+
+def _names(group) -> str:
+    if len(group) == 1:
+        return group[0].name
+    ids = [t.id for t in group]
+    step = ids[1] - ids[0]
+    if all(b - a == step for a, b in zip(ids, ids[1:])):
+        which = f"t{ids[0]}..t{ids[-1]}" + (f" step {step}" if step != 1 else "")
+    else:
+        which = ", ".join(f"t{i}" for i in ids[:3]) + ", ..."
+    return f"{group[0].name} x{len(group)} ({which})"
+
+
+def _addresses(group) -> str:
+    placed = [t.address for t in group if t.address is not None]
+    if not placed:
+        return ""
+    if all(a == placed[0] for a in placed):
+        return f" @ {placed[0]}"
+    return f" @ {placed[0]} .. {placed[-1]}"
 
 
 def _body(stmts, program, indent, lines) -> None:

@@ -140,3 +140,13 @@ def wrap_output(array: np.ndarray, like=None):
 
         return from_numpy(array, like)
     return array
+
+
+def write_back(ta: TensorArg, data: np.ndarray) -> None:
+    """Copy what the kernel wrote into an input back into the caller's array or tensor."""
+    if ta.is_torch:
+        from nki.jit.torch_values import copy_into
+
+        copy_into(ta.original, data)
+    elif isinstance(ta.original, np.ndarray):
+        np.copyto(ta.original, data.reshape(ta.original.shape))

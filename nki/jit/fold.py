@@ -42,7 +42,15 @@ def shift_slots(stmt, first: int):
         if not isinstance(a, Placed):
             return a
         offset = aff(a.offset)
-        return a if offset is a.offset else Placed(a.tensor, a.space, a.dtype, offset, a.dims)
+        instance = a.instance
+        if isinstance(instance, Affine):
+            instance = aff(instance)
+        elif instance is not None:          # a FreshInstance: its slots shift too
+            instance = replace(instance, slots=tuple(s + 1 if s >= first else s
+                                                     for s in instance.slots))
+        if offset is a.offset and instance is a.instance:
+            return a
+        return Placed(a.tensor, a.space, a.dtype, offset, a.dims, instance)
 
     if isinstance(stmt, Instr):
         if all([op(a) is a for _, a, _ in stmt.accesses()]):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
-import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -24,10 +22,11 @@ from nki.jit.args import (
     signature_of,
     tensor_args,
     wrap_output,
+    write_back,
 )
 from nki.jit.cache import DependencyRecorder, ProgramCache, spec_key
 from nki.jit.configs import check_configs, inline_nested
-from nki.jit.hbm import hbm_for_call, in_place_inputs
+from nki.jit.hbm import hbm_for_call, keep_arena, lay_out, returned_arrays, written_inputs
 from nki.jit.races import check_core_races
 from nki.jit.specialize import CoreProgram, Launch, specialize_cores
 from nki.jit.torch_values import REAL, fake_outputs, kernel_created
@@ -298,26 +297,8 @@ def prepare_call(spec: Specialization, tensor_args: dict[int, TensorArg],
                  profiles=None) -> PreparedCall:
     """HBM laid out for one call (inputs and constants in, outputs given the never-written
     sentinel where needed) and one Executable per core."""
-    first = spec.cores[0]
-    prog = first.program
-    # HBM is laid out per call: inputs and constants copied in, outputs given the NaN/4
-    # sentinel of never-written memory unless some core's trace proved that plain DMA writes
-    # cover every byte (a 16 MB fill costs ~1.5 ms); internal HBM tensors need nothing
-    # (reads of unwritten bytes were found while tracing)
-    hbm = _take_arena(max(dict(c.program.meta).get("hbm_bytes", 64) for c in spec.cores) or 64)
     inputs = [tensor_args[i] for i in sorted(tensor_args)]
-    in_place = in_place_inputs(spec, inputs)   # big read-only inputs are not copied
-    for i, (ta, tid) in enumerate(zip(inputs, first.input_ids)):
-        if i not in in_place:
-            _hbm_slice(hbm, prog, tid)[:] = ta.array.reshape(-1).view(np.uint8)
-    for tid, data in first.constants.items():
-        _hbm_slice(hbm, prog, tid)[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-    covered = {i for c in spec.cores for i, t in enumerate(c.output_ids)
-               if t in c.covered_outputs}
-    for i, tid in enumerate(first.output_ids):
-        if i in covered:
-            continue
-        _fill_unwritten(_hbm_slice(hbm, prog, tid), prog.tensor(tid).dtype)
+    hbm, in_place = lay_out(spec, inputs)
     backend = spec.settings.backend if profiles is None else "profile"
     view, tables = hbm_for_call(spec, hbm, inputs, in_place)
     exes = [Executable(c.generated, backend, table=t)
@@ -330,104 +311,21 @@ def finish_call(call: PreparedCall):
     them (numpy, or torch when torch tensors came in)."""
     spec, inputs, hbm = call.spec, call.inputs, call.hbm
     first = spec.cores[0]
-    prog = first.program
     if call.profiles is not None:
         call.profiles.extend(e.profile for e in call.exes)
     torch_in = [ta.original for ta in inputs if ta.is_torch]
-    for ta, tid in zip(inputs, first.input_ids):
-        if tid in first.written_inputs:
-            _write_back(ta, _read(hbm, prog, tid))
-    views = dict(prog.meta).get("output_views") or [None] * len(first.output_ids)
-    outs = [wrap_output(_returned(hbm, prog, tid, view), torch_in[0] if torch_in else None)
-            for tid, view in zip(first.output_ids, views)]
+    for ta, data in written_inputs(hbm, first, inputs):
+        write_back(ta, data)
+    outs = [wrap_output(a, torch_in[0] if torch_in else None)
+            for a in returned_arrays(hbm, first)]
     if torch_in:   # torch in, torch out: on the inputs' device, no backward unless registered
         from nki.jit.torch_values import guard_backward
 
-        outs = guard_backward(outs, torch_in, prog.name)
-    _keep_arena(hbm)
+        outs = guard_backward(outs, torch_in, first.program.name)
+    keep_arena(hbm)
     if not outs:
         return None
     return outs[0] if len(outs) == 1 else tuple(outs)
-
-
-# Big HBM arenas are kept for the next call: a fresh 32 MB one costs ~3 ms of page faults
-# (softmax 4096x1024: 21 ms -> 18 ms). Outputs are views of their call's arena, so one is
-# reused only when no view of it is alive (its reference count is back to the pool's own).
-# Stale bytes are never observable: inputs are copied in, outputs filled, and reads of
-# unwritten internal tensors were rejected while tracing.
-_POOL: list[np.ndarray] = []
-_POOL_LOCK = threading.Lock()
-_POOL_MIN_BYTES = 1 << 20   # smaller ones come from malloc's free lists anyway
-_POOL_SIZE = 2
-
-
-def _take_arena(nbytes: int) -> np.ndarray:
-    """A 64-byte aligned arena of ``nbytes`` (a view of a pooled or new buffer: views of
-    the buffer, outputs included, all name it as their base, so the pool's reference count
-    test sees them)."""
-    raw = None
-    if nbytes >= _POOL_MIN_BYTES:
-        with _POOL_LOCK:
-            for i in range(len(_POOL)):
-                # 2 = the pool's reference + getrefcount's argument: no output view alive
-                if _POOL[i].size == nbytes + 64 and sys.getrefcount(_POOL[i]) == 2:
-                    raw = _POOL.pop(i)
-                    break
-    if raw is None:
-        raw = np.empty(nbytes + 64, np.uint8)
-    start = -raw.ctypes.data % 64
-    return raw[start:start + nbytes]
-
-
-def _keep_arena(hbm: np.ndarray) -> None:
-    if hbm.size >= _POOL_MIN_BYTES:
-        with _POOL_LOCK:
-            _POOL.append(hbm.base)
-            del _POOL[:-_POOL_SIZE]   # the oldest go
-
-
-def _fill_unwritten(raw: np.ndarray, dtype) -> None:
-    """The sentinel of never-written memory: NaN for floats, all-ones bits for packed MX
-    words (NaN lanes in the fp8 formats; fp4 has no NaN), 4 for integers."""
-    if not dtype.is_float:
-        raw.view(dtype.host_dtype())[:] = 4
-    elif dtype.packed != 1:
-        raw[:] = 0xFF          # the x4 host dtypes hold bits, not values
-    else:
-        raw.view(dtype.host_dtype())[:] = np.nan
-
-
-def _hbm_slice(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
-    decl = prog.tensor(tid)
-    start = decl.address[1]
-    return hbm[start:start + decl.free_size * decl.dtype.itemsize]
-
-
-def _read(hbm: np.ndarray, prog, tid: int) -> np.ndarray:
-    """An output as a view of this call's HBM arena (fresh per call, so nothing else writes
-    it): returning views saves a copy of every output (4 ms for 16 MB)."""
-    decl = prog.tensor(tid)
-    return _hbm_slice(hbm, prog, tid).view(decl.dtype.host_dtype()).reshape(decl.shape)
-
-
-def _returned(hbm: np.ndarray, prog, tid: int, view) -> np.ndarray:
-    """An output as the kernel returned it: the tensor, or the view of it it returned
-    (``(element offset, shape, element strides, dtype)``, e.g. ``out.reshape(...)``)."""
-    if view is None:
-        return _read(hbm, prog, tid)
-    offset, shape, strides, dtype = view
-    typed = _hbm_slice(hbm, prog, tid).view(dtype.host_dtype())
-    return np.lib.stride_tricks.as_strided(typed[offset:], shape,
-                                           tuple(s * typed.itemsize for s in strides))
-
-
-def _write_back(ta: TensorArg, data: np.ndarray) -> None:
-    if ta.is_torch:
-        from nki.jit.torch_values import copy_into
-
-        copy_into(ta.original, data)
-    elif isinstance(ta.original, np.ndarray):
-        np.copyto(ta.original, data.reshape(ta.original.shape))
 
 
 def jit(fn=None, **options):

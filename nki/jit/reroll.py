@@ -17,7 +17,16 @@ from dataclasses import replace
 
 from nki.ir import nodes
 from nki.ir.affine import Affine
-from nki.ir.nodes import DYN_LOOPS, Instr, Loop, Placed, Program, RecordedLoop, Stmt
+from nki.ir.nodes import (
+    DYN_LOOPS,
+    FreshInstance,
+    Instr,
+    Loop,
+    Placed,
+    Program,
+    RecordedLoop,
+    Stmt,
+)
 from nki.ir.ops import LoopKind
 from nki.jit.fold import fold_plain_loops
 
@@ -58,7 +67,32 @@ def _unify_operand(ops: list, slot: int, inputs: frozenset):
             raise _NoFoldError
         if o.tensor != first.tensor and (o.tensor in inputs or first.tensor in inputs):
             raise _NoFoldError
-    return replace(first, offset=_progression([o.offset for o in ops], slot))
+    return replace(first, offset=_progression([o.offset for o in ops], slot),
+                   instance=_instances(ops, slot))
+
+
+def _instances(ops: list, slot: int):
+    """The instances the iterations' operands touch, as one ``Placed.instance``: None (one
+    instance throughout), an Affine of the slots, or a FreshInstance when ids do not
+    progress affinely."""
+    if all([o.instance is None for o in ops]):
+        # the usual case, on ints (called per operand of every unrolled instruction)
+        t0 = ops[0].tensor
+        step = ops[1].tensor - t0 if len(ops) > 1 else 0
+        if all([o.tensor == t0 + step * k for k, o in enumerate(ops)]):
+            return None if step == 0 else Affine(t0, ((slot, step),))
+        return FreshInstance(t0, (slot,))
+    ids = [Affine(o.tensor) if o.instance is None else o.instance for o in ops]
+    if not any(isinstance(i, FreshInstance) for i in ids):
+        try:
+            return _progression(ids, slot)
+        except _NoFoldError:
+            pass
+    inner = {s for i in ids for s in (i.slots if isinstance(i, FreshInstance)
+                                      else (t for t, _ in i.terms))}
+    first = ops[0].instance.first if isinstance(ops[0].instance, FreshInstance) else \
+        ops[0].tensor
+    return FreshInstance(first, tuple(sorted(inner | {slot})))
 
 
 def _unify_instr(instrs: list[Instr], slot: int, inputs: frozenset) -> Instr:
@@ -113,10 +147,17 @@ def _adopt_steps(loops: list[Loop]) -> list[Loop]:
 
 def _with_steps(loop: Loop, ref: Loop) -> Loop:
     def fix_op(op, ref_op):
-        if not isinstance(op, Placed) or op.offset.coef(loop.slot) or \
-                not ref_op.offset.coef(loop.slot):
+        if not isinstance(op, Placed) or not isinstance(ref_op, Placed):
             return op
-        return replace(op, offset=op.offset + Affine.var(loop.slot, ref_op.offset.coef(loop.slot)))
+        if not op.offset.coef(loop.slot) and ref_op.offset.coef(loop.slot):
+            op = replace(op, offset=op.offset + Affine.var(loop.slot,
+                                                           ref_op.offset.coef(loop.slot)))
+        ref = ref_op.instance
+        if op.instance is None and isinstance(ref, Affine) and ref.coef(loop.slot):
+            # a new instance per iteration, as in ref
+            op = replace(op, instance=Affine(op.tensor) + Affine.var(loop.slot,
+                                                                      ref.coef(loop.slot)))
+        return op
 
     body = []
     for s, r in zip(loop.body, ref.body):

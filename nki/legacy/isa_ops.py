@@ -12,6 +12,7 @@ from nki.lang import reduce as _red
 from nki.lang import select as _sel
 from nki.lang import vector as _vec
 from nki.lang.common import Call, dtype_of
+from nki.lang.hints import records
 from nki.lang.operators import as_alu
 from nki.lang.tracer import validation
 from nki.legacy.index import IndexExpr, Predicate
@@ -343,6 +344,7 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1,
                     eager=reduce_res is not None)
 
 
+@records("dge_mode")
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=None, dge_mode=None,
              **kwargs) -> None:
     """Copy ``src`` into ``dst`` (HBM/SBUF either side); ``dst_rmw_op=np.add`` adds into

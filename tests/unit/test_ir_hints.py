@@ -225,3 +225,25 @@ def test_lnc_cores_are_programs_of_one_launch(lnc, rng):
     spec = kern.specialize(x)
     assert [(c.program.core, c.program.num_cores) for c in spec.cores] == \
         [(k, lnc) for k in range(lnc)]
+
+
+def test_legacy_isa_keywords_are_recorded():
+    import neuronxcc.nki.isa as lisa
+    import neuronxcc.nki.language as lnl
+    from neuronxcc import nki as legacy_nki
+
+    @legacy_nki.jit
+    def kernel(a):
+        out = lnl.ndarray(a.shape, a.dtype, buffer=lnl.shared_hbm)
+        t = lnl.ndarray(a.shape, a.dtype, buffer=lnl.sbuf)
+        lisa.dma_copy(dst=t, src=a, dge_mode=lisa.dge_mode.swdge)
+        u = lisa.tensor_copy(t, engine=lisa.gpsimd_engine)
+        lnl.store(out, u)
+        return out
+
+    a = np.random.default_rng(2).standard_normal((16, 8)).astype(np.float32)
+    np.testing.assert_array_equal(kernel(a), a)
+    ins = _instrs(kernel.specialize(a))
+    assert [i.dge_mode for i in _only(ins, Opcode.DMA_COPY)][0] is DgeMode.swdge
+    (copy,) = _only(ins, Opcode.TENSOR_COPY)
+    assert engine_of(copy) is Engine.gpsimd and engine_fixed(copy)
