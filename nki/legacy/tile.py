@@ -366,7 +366,7 @@ class BlockTensor:
                                    "by ints (loop indices)")
         view = index_view(self.base, (slice(None),) + tuple(int(b) for b in blocks))
         if len(blocks) < self.nblock:      # a partial block index keeps the other blocks
-            raise _unsupported(f"{self.name!r} needs all {self.nblock} block indices")
+            return BlockTensor(as_legacy(view), self.nblock - len(blocks)), ()
         return view, rest
 
     def __getitem__(self, key) -> NkiTensor:

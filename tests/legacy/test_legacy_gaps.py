@@ -310,3 +310,47 @@ def test_where_broadcasts_its_branches(backend, rng):
     out = nki.jit(where_broadcast, backend=backend)(x)
     lin = (3 * np.arange(3)[:, None] + np.arange(3)[None, :]).astype(np.uint32)
     np.testing.assert_array_equal(out, np.where(x > 0, lin[None, None], 9))
+
+
+def psum_blocks(a, b):
+    """A PSUM block tensor of 16 blocks x 2 KiB (twice the PSUM): each block is written by a
+    matmul and read at once, so, as NKI 0.1 placed blocks one by one, they reuse banks
+    (AWS's attention_fwd_performance v8a/v11 transposes)."""
+    nb = a.shape[1] // 128
+    out = nl.ndarray((nb * 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((nb, 2, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+    ta, tb = nl.load(a), nl.load(b)
+    for i in nl.affine_range(nb):
+        row = ps[i]                      # one block index of a 2-block tensor
+        for j in nl.affine_range(2):
+            row[j] = nisa.nc_matmul(ta[:, nl.ds(i * 128, 128)], tb)
+        s = nl.add(nl.copy(row[0]), nl.copy(row[1]))
+        nl.store(out[nl.ds(i * 128, 128), :], value=s)
+    return out
+
+
+def test_psum_blocks_placed_one_by_one(backend, rng):
+    a = rng.standard_normal((128, 8 * 128)).astype(np.float32)
+    b = rng.standard_normal((128, 512)).astype(np.float32)
+    out = nki.jit(psum_blocks, backend=backend)(a, b)
+    ref = 2 * (a.T.astype(np.float64) @ b)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
+
+
+def sbuf_blocks(x):
+    """``t[i]`` of an SBUF tensor with two block dims: the (P, ...) blocks under i."""
+    out = nl.ndarray((4, 128, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((2, 2, nl.par_dim(128), 16), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(2):
+        half = t[i]
+        for j in nl.affine_range(2):
+            half[j] = nl.load(x[2 * i + j])
+    for i in nl.affine_range(2):
+        for j in nl.affine_range(2):
+            nl.store(out[2 * i + j], value=nl.multiply(t[i, j], 2.0))
+    return out
+
+
+def test_block_tensor_by_one_block_index(backend, rng):
+    x = rng.standard_normal((4, 128, 16)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(sbuf_blocks, backend=backend)(x), 2 * x)
