@@ -354,3 +354,15 @@ def sbuf_blocks(x):
 def test_block_tensor_by_one_block_index(backend, rng):
     x = rng.standard_normal((4, 128, 16)).astype(np.float32)
     np.testing.assert_array_equal(nki.jit(sbuf_blocks, backend=backend)(x), 2 * x)
+
+
+def int_of_tile(x):
+    t = nl.load(x[0:1, 0:1])
+    return int(t)  # int
+
+
+def test_int_of_a_pending_tile_raises():
+    with pytest.raises(NkiError) as info:
+        nki.jit(int_of_tile).specialize(np.zeros((4, 4), np.float32))
+    assert info.value.code == "err_dynamic_control_flow_not_supported"
+    assert "int()" in str(info.value)
