@@ -366,3 +366,22 @@ def test_int_of_a_pending_tile_raises():
         nki.jit(int_of_tile).specialize(np.zeros((4, 4), np.float32))
     assert info.value.code == "err_dynamic_control_flow_not_supported"
     assert "int()" in str(info.value)
+
+
+def double_row(a, b):
+    """``nc_matmul(perf_mode="double_row_gen3")`` over [K, 2, F] fp8 operands: [F_a, F_b]."""
+    out = nl.ndarray([a.shape[2], b.shape[2]], dtype=nl.float32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:a.shape[0], 0:2, 0:a.shape[2]]
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    ta[g.p, g.x, g.y] = nl.load(a)
+    nl.store(out, value=nisa.nc_matmul(ta[g.p, g.x, g.y], nl.load(b),
+                                       perf_mode="double_row_gen3"))
+    return out
+
+
+def test_double_row_matmul(backend, rng):
+    a = rng.integers(-3, 4, (128, 2, 4)).astype(ml_dtypes.float8_e5m2)
+    b = rng.integers(-3, 4, (128, 2, 64)).astype(ml_dtypes.float8_e5m2)
+    out = nki.jit(double_row, backend=backend, platform_target="trn2")(a, b)
+    ref = np.einsum("kli,klj->ij", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_array_equal(out, ref)
