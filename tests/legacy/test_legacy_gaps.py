@@ -385,3 +385,31 @@ def test_double_row_matmul(backend, rng):
     out = nki.jit(double_row, backend=backend, platform_target="trn2")(a, b)
     ref = np.einsum("kli,klj->ij", a.astype(np.float64), b.astype(np.float64))
     np.testing.assert_array_equal(out, ref)
+
+
+def partial_last_tile(x):
+    """``x[256:384]`` of a 288-row tensor under a mask keeping rows < 288 (nki-samples'
+    adaptive_avg_pool2d): slices past the end are legal under such a mask."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(3):
+        i_p = nl.arange(128)[:, None] + t * 128
+        buf = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(src=x[t * 128:(t + 1) * 128, :], dst=buf, mask=(i_p < x.shape[0]))
+        nl.store(out[t * 128:(t + 1) * 128, :], value=nl.multiply(buf, 2.0),
+                 mask=(i_p < x.shape[0]))
+    return out
+
+
+def test_slices_past_the_end_under_a_mask(backend, rng):
+    x = rng.standard_normal((288, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(partial_last_tile, backend=backend)(x), 2 * x)
+
+
+def unmasked_past_the_end(x):
+    return nl.load(x[256:384, :])  # unmasked
+
+
+def test_slices_past_the_end_without_a_mask_raise():
+    with pytest.raises(NkiError) as info:
+        nki.jit(unmasked_past_the_end).specialize(np.zeros((288, 8), np.float32))
+    assert info.value.code == "err_tensor_access_out_of_bound"
