@@ -55,8 +55,11 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """
     s, m = _tile("nisa.nc_matmul", stationary, "stationary"), _tile("nisa.nc_matmul", moving,
                                                                       "moving")
-    s, m, shape, mask = matmul_mask("nisa.nc_matmul", mask, (s, 1), (m, 1),
-                                    (_free(s), _free(m)))
+    # double-row modes contract over [K, 2, F] operands: the result is [F_s, F_m]
+    double = perf_mode is not None and "double_row" in str(getattr(perf_mode, "value",
+                                                                      perf_mode))
+    frees = (s.shape[-1], m.shape[-1]) if double else (_free(s), _free(m))
+    s, m, shape, mask = matmul_mask("nisa.nc_matmul", mask, (s, 1), (m, 1), frees)
 
     def run(dst, s, m, accumulate=False):
         # NKI 0.1 on trn1 wrote transposes to fp32 PSUM: a plain matmul against the identity

@@ -97,6 +97,14 @@ def ndarray(shape, dtype, *, buffer=None, name: str = "", **kwargs):
         return _output(Call("nl.ndarray"), blocks + tile, dtype, name)
     if not blocks or not buffer.on_chip:
         return as_legacy(nd(blocks + tile, dtype, buffer=buffer, name=name, address=address))
+    if buffer is Memory.PSUM and address is None:
+        # NKI 0.1 placed the blocks of a PSUM tensor one by one (a block lives from its
+        # matmul to its last read, so blocks reuse banks): one tile per block, each with its
+        # own live range, not one tensor the size of every block together
+        import itertools
+
+        return PlacedBlocks({idx: as_legacy(nd(tile, dtype, buffer=buffer, name=name))
+                             for idx in itertools.product(*(range(b) for b in blocks))})
     base = nd((tile[0],) + blocks + tile[1:], dtype, buffer=buffer, name=name,
               address=address)
     return BlockTensor(as_legacy(base), len(blocks))

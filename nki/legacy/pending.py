@@ -171,6 +171,19 @@ def _forward(name: str):
     return op
 
 
+def _no_host_value(self, *args):
+    """``int(t)``/``float(t)`` of a tile: its values exist only when the kernel runs."""
+    from nki.lang.tracer import validation
+
+    raise validation("err_dynamic_control_flow_not_supported",
+                     f"{self.api}'s result is a tile whose values are computed when the kernel "
+                     f"runs; int()/float() of it is not known while tracing (keep it a tile: "
+                     f"index with it, or pass it as an operand)")
+
+
+Pending.__int__ = Pending.__float__ = _no_host_value
+
+
 for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
               "__truediv__", "__rtruediv__", "__lshift__", "__rshift__", "__neg__",
               "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__or__", "__xor__"):

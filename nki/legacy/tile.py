@@ -180,7 +180,36 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
     if any(isinstance(k, (NkiTensor, Pending)) for k in key):
         raise validation("err_indirect_indices_free_dim", f"indexing {t.name!r}: an index "
                          "tile may select rows of the first dim of an HBM tensor only")
+    past = _slices_as_expressions(t, key)
+    if past is not None:
+        return advanced_index(t, past)
     return _basic_index(t, key)
+
+
+def _slices_as_expressions(t: NkiTensor, key: tuple) -> tuple | None:
+    """HBM slices past the tensor's end (``x[256:384]`` of 288 rows, a partial last tile in
+    nki-samples' adaptive_avg_pool2d) as index expressions, legal under a mask that keeps
+    the access inside, as the old API allowed; None when every slice is inside."""
+    if t.on_chip or len(key) != t.ndim or not all(
+            isinstance(k, slice) and k.step in (None, 1) or
+            isinstance(k, Integral) and not isinstance(k, bool) for k in key):
+        return None
+    spans = [(k.start or 0, t.shape[j] if k.stop is None else k.stop)
+             for j, k in enumerate(key) if isinstance(k, slice)]
+    ends = [t.shape[j] for j, k in enumerate(key) if isinstance(k, slice)]
+    if all(hi <= n for (_, hi), n in zip(spans, ends)) or any(lo < 0 or hi <= lo
+                                                             for lo, hi in spans):
+        return None
+    m, q, out = len(spans), 0, []
+    for k in key:
+        if isinstance(k, slice):
+            lo, hi = spans[q]
+            out.append(IndexExpr(lo, tuple(int(j == q) for j in range(m)),
+                                 tuple(hi - lo if j == q else 1 for j in range(m))))
+            q += 1
+        else:
+            out.append(int(k))
+    return tuple(out)
 
 
 def _leading_ints(key: tuple) -> int:
@@ -366,7 +395,7 @@ class BlockTensor:
                                    "by ints (loop indices)")
         view = index_view(self.base, (slice(None),) + tuple(int(b) for b in blocks))
         if len(blocks) < self.nblock:      # a partial block index keeps the other blocks
-            raise _unsupported(f"{self.name!r} needs all {self.nblock} block indices")
+            return BlockTensor(as_legacy(view), self.nblock - len(blocks)), ()
         return view, rest
 
     def __getitem__(self, key) -> NkiTensor:

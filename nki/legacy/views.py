@@ -71,10 +71,16 @@ class PlacedBlocks(BlockTensor):
     def _block(self, key: tuple) -> tuple[NkiTensor, tuple]:
         key = key if isinstance(key, tuple) else (key,)
         blocks, rest = key[:self.nblock], key[self.nblock:]
-        if len(blocks) < self.nblock or any(not hasattr(b, "__index__") or isinstance(b, bool)
-                                            for b in blocks):
-            raise _unsupported(f"{self.name!r} needs all {self.nblock} block indices as ints")
+        if any(not hasattr(b, "__index__") or isinstance(b, bool) for b in blocks):
+            raise _unsupported(f"{self.name!r} needs its block indices as ints")
         idx = tuple(int(b) for b in blocks)
+        if len(idx) < self.nblock:       # ``t[i]`` of a 2-block tensor: the blocks under i
+            n = len(idx)
+            sub = {k[n:]: t for k, t in self.tiles.items() if k[:n] == idx}
+            if not sub:
+                raise validation("err_tensor_access_out_of_bound", f"block {idx} of "
+                                 f"{self.name!r} (blocks {self.blocks})")
+            return PlacedBlocks(sub), ()
         if idx not in self.tiles:
             raise validation("err_tensor_access_out_of_bound", f"block {idx} of {self.name!r} "
                              f"(blocks {self.blocks})")

@@ -310,3 +310,106 @@ def test_where_broadcasts_its_branches(backend, rng):
     out = nki.jit(where_broadcast, backend=backend)(x)
     lin = (3 * np.arange(3)[:, None] + np.arange(3)[None, :]).astype(np.uint32)
     np.testing.assert_array_equal(out, np.where(x > 0, lin[None, None], 9))
+
+
+def psum_blocks(a, b):
+    """A PSUM block tensor of 16 blocks x 2 KiB (twice the PSUM): each block is written by a
+    matmul and read at once, so, as NKI 0.1 placed blocks one by one, they reuse banks
+    (AWS's attention_fwd_performance v8a/v11 transposes)."""
+    nb = a.shape[1] // 128
+    out = nl.ndarray((nb * 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    ps = nl.ndarray((nb, 2, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+    ta, tb = nl.load(a), nl.load(b)
+    for i in nl.affine_range(nb):
+        row = ps[i]                      # one block index of a 2-block tensor
+        for j in nl.affine_range(2):
+            row[j] = nisa.nc_matmul(ta[:, nl.ds(i * 128, 128)], tb)
+        s = nl.add(nl.copy(row[0]), nl.copy(row[1]))
+        nl.store(out[nl.ds(i * 128, 128), :], value=s)
+    return out
+
+
+def test_psum_blocks_placed_one_by_one(backend, rng):
+    a = rng.standard_normal((128, 8 * 128)).astype(np.float32)
+    b = rng.standard_normal((128, 512)).astype(np.float32)
+    out = nki.jit(psum_blocks, backend=backend)(a, b)
+    ref = 2 * (a.T.astype(np.float64) @ b)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-3)
+
+
+def sbuf_blocks(x):
+    """``t[i]`` of an SBUF tensor with two block dims: the (P, ...) blocks under i."""
+    out = nl.ndarray((4, 128, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((2, 2, nl.par_dim(128), 16), dtype=x.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(2):
+        half = t[i]
+        for j in nl.affine_range(2):
+            half[j] = nl.load(x[2 * i + j])
+    for i in nl.affine_range(2):
+        for j in nl.affine_range(2):
+            nl.store(out[2 * i + j], value=nl.multiply(t[i, j], 2.0))
+    return out
+
+
+def test_block_tensor_by_one_block_index(backend, rng):
+    x = rng.standard_normal((4, 128, 16)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(sbuf_blocks, backend=backend)(x), 2 * x)
+
+
+def int_of_tile(x):
+    t = nl.load(x[0:1, 0:1])
+    return int(t)  # int
+
+
+def test_int_of_a_pending_tile_raises():
+    with pytest.raises(NkiError) as info:
+        nki.jit(int_of_tile).specialize(np.zeros((4, 4), np.float32))
+    assert info.value.code == "err_dynamic_control_flow_not_supported"
+    assert "int()" in str(info.value)
+
+
+def double_row(a, b):
+    """``nc_matmul(perf_mode="double_row_gen3")`` over [K, 2, F] fp8 operands: [F_a, F_b]."""
+    out = nl.ndarray([a.shape[2], b.shape[2]], dtype=nl.float32, buffer=nl.shared_hbm)
+    g = nl.mgrid[0:a.shape[0], 0:2, 0:a.shape[2]]
+    ta = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    ta[g.p, g.x, g.y] = nl.load(a)
+    nl.store(out, value=nisa.nc_matmul(ta[g.p, g.x, g.y], nl.load(b),
+                                       perf_mode="double_row_gen3"))
+    return out
+
+
+def test_double_row_matmul(backend, rng):
+    a = rng.integers(-3, 4, (128, 2, 4)).astype(ml_dtypes.float8_e5m2)
+    b = rng.integers(-3, 4, (128, 2, 64)).astype(ml_dtypes.float8_e5m2)
+    out = nki.jit(double_row, backend=backend, platform_target="trn2")(a, b)
+    ref = np.einsum("kli,klj->ij", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_array_equal(out, ref)
+
+
+def partial_last_tile(x):
+    """``x[256:384]`` of a 288-row tensor under a mask keeping rows < 288 (nki-samples'
+    adaptive_avg_pool2d): slices past the end are legal under such a mask."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(3):
+        i_p = nl.arange(128)[:, None] + t * 128
+        buf = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(src=x[t * 128:(t + 1) * 128, :], dst=buf, mask=(i_p < x.shape[0]))
+        nl.store(out[t * 128:(t + 1) * 128, :], value=nl.multiply(buf, 2.0),
+                 mask=(i_p < x.shape[0]))
+    return out
+
+
+def test_slices_past_the_end_under_a_mask(backend, rng):
+    x = rng.standard_normal((288, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(partial_last_tile, backend=backend)(x), 2 * x)
+
+
+def unmasked_past_the_end(x):
+    return nl.load(x[256:384, :])  # unmasked
+
+
+def test_slices_past_the_end_without_a_mask_raise():
+    with pytest.raises(NkiError) as info:
+        nki.jit(unmasked_past_the_end).specialize(np.zeros((288, 8), np.float32))
+    assert info.value.code == "err_tensor_access_out_of_bound"
