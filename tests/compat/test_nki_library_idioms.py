@@ -100,3 +100,32 @@ def test_scalar_offset_along_a_dim_only_the_view_has(backend):
     flat = np.arange(16, dtype=np.float32)
     out = nki.jit(scalar_offset_rows, backend=backend)(flat, np.array([[5]], np.int32))
     np.testing.assert_array_equal(out, flat[None, 5:9])
+
+
+def gathered_transpose(cache, table):
+    """attention_tkg's DMA-transpose path: the blocks named by ``table`` gathered from the
+    cache and transposed in one ``dma_transpose`` of a 4-D indirect source (software DGE)."""
+    blocks, block_len, d = cache.shape
+    rows = table.shape[0]
+    idx = nl.ndarray((rows, 1), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=table)
+    cache4 = cache.reshape((blocks, 1, block_len, d))
+    got = nl.ndarray((d, 1, block_len, rows), dtype=cache.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=got, src=cache4.ap([[block_len * d, rows], [1, 1], [d, block_len],
+                                               [1, d]], offset=0, vector_offset=idx,
+                                              indirect_dim=0),
+                       axes=(3, 1, 2, 0), dge_mode=nisa.dge_mode.swdge)
+    out = nl.ndarray((d, 1, block_len, rows), dtype=cache.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=got)
+    return out
+
+
+def test_dma_transpose_of_gathered_blocks(backend):
+    import ml_dtypes
+
+    rng = np.random.default_rng(4)
+    cache = rng.standard_normal((40, 4, 16)).astype(ml_dtypes.bfloat16)
+    table = rng.integers(0, 40, (32, 1)).astype(np.uint32)
+    out = nki.jit(gathered_transpose, backend=backend)(cache, table)
+    want = cache[table[:, 0]].reshape(32, 1, 4, 16).transpose(3, 1, 2, 0)
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
