@@ -32,24 +32,19 @@ _DMA_MEMS = (Memory.SBUF, Memory.SHARED_HBM, Memory.PRIVATE_HBM)
 MAX_SRCS = 4
 
 
-def _prod(values) -> int:
-    n = 1
-    for v in values:
-        n *= int(v)
-    return n
-
-
 def _dim_stride(t: NkiTensor, view: NkiTensor, dim: int, role: str) -> int:
-    """Elements (of the view's dtype) between consecutive indices of ``dim`` of the base
-    tensor: ``prod(base.shape[dim+1:])``."""
-    shape = t.decl.shape
+    """Elements (of the view's dtype) between consecutive indices of ``dim`` of ``t``, the
+    tensor ``.ap`` is called on: a reshaped view counts in its own dims (nki-library indexes
+    ``k_cache.reshape((blocks * r, block_len // r * d)).ap(..., indirect_dim=0)`` by
+    sub-block), so this is ``t``'s stride of ``dim``, not its base tensor's."""
+    shape = t.shape
     if not 0 <= dim < len(shape):
         raise validation("nki_invalid_view", f"{role}: indirect_dim={dim} is not a dim of "
                          f"{t.name!r} (shape {shape})")
     if t.on_chip and dim == 0:
         raise validation("nki_invalid_view", f"{role}: indirect_dim=0 is the partition dim of "
                          f"on-chip {t.name!r}; a dynamic offset moves free dims only")
-    nbytes = _prod(shape[dim + 1:]) * t.decl.dtype.itemsize
+    nbytes = t.strides[dim] * t.dtype.itemsize
     if nbytes % view.dtype.itemsize:
         raise validation("nki_invalid_view", f"{role}: the stride of dim {dim} of {t.name!r} "
                          f"is not a whole number of {view.dtype.name} elements")

@@ -295,6 +295,8 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     Example:
         >>> nisa.dma_transpose(dst=t_sb, src=x[0:64, 0:128])  # doctest: +SKIP
     """
+    if isinstance(src, NkiTensor) and src.is_indirect():
+        return _indirect_transpose(dst, src, axes, priority, dge_mode, oob_mode, name)
     call = Call("nisa.dma_transpose")
     d = call.tile(dst, "dst", _SBUF)
     s = call.tensor(src, "src", _HBM_SBUF)
@@ -318,6 +320,22 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=None, oob_mode=No
     ins = Instr(Opcode.DMA_TRANSPOSE, (("dst", acc(d)),), (("src", acc(s)),),
                 (("axes", perm),), call.loc, name)
     return call.trace.emit(ins, api=call.api)
+
+
+def _indirect_transpose(dst, src: NkiTensor, axes, priority, dge_mode, oob_mode, name):
+    """A source gathered by rows (``.ap(vector_offset=idx)``, software DGE: nki-library's
+    block KV cache): the same values as gathering the rows into an SBUF tile of the source's
+    shape, then transposing that tile, which is how it is simulated (both steps bit-exact)."""
+    from nki.lang.creation import ndarray
+    from nki.lang.indirect import dma_copy as rows_copy
+
+    call = Call("nisa.dma_transpose")
+    if _name(dge_mode) not in ("unknown", "swdge"):
+        raise call.error("nki_invalid_argument", f"dge_mode={_name(dge_mode)}: an indirect "
+                         "dma_transpose takes dge_mode unknown or swdge")
+    rows = ndarray(src.shape, src.dtype, buffer=Memory.SBUF, name="dma_transpose_rows")
+    rows_copy(dst=rows, src=src, oob_mode=oob_mode, name=name)
+    return dma_transpose(dst, rows, axes=axes, priority=priority, name=name)
 
 
 def _dma_options(call: Call, s: NkiTensor, priority, dge_mode, oob_mode) -> None:

@@ -52,3 +52,80 @@ def test_an_output_no_core_writes_is_still_an_error(backend):
     x = np.zeros((4, 8), np.float32)
     with pytest.raises(nki.errors.NkiValidationError, match="err_tensor_output_not_written_to"):
         nki.jit(no_core_writes, backend=backend)[2](x)
+
+
+def sub_block_gather(cache, table, resize: int):
+    """attention_tkg's block KV cache: the cache is re-viewed in sub-blocks (``resize`` per
+    block) and gathered by sub-block index through ``.ap(vector_offset=, indirect_dim=0)``
+    of the reshaped view, with oob_mode.error."""
+    blocks, block_len, d = cache.shape
+    rows, sub = table.shape[0], block_len // resize * d
+    view = cache.reshape((blocks * resize, sub))
+    idx = nl.ndarray((rows, 1), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=table)
+    got = nl.ndarray((rows, sub), dtype=cache.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=got, src=view.ap([[sub, rows], [1, sub]], offset=0, vector_offset=idx,
+                                       indirect_dim=0), oob_mode=nisa.oob_mode.error)
+    out = nl.ndarray((rows, sub), dtype=cache.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=got)
+    return out
+
+
+def test_indirect_dim_counts_in_the_reshaped_view(backend):
+    rng = np.random.default_rng(3)
+    cache = rng.standard_normal((8, 16, 4)).astype(np.float32)
+    table = rng.permutation(8 * 4)[:32].reshape(32, 1).astype(np.uint32)   # past block 7
+    out = nki.jit(sub_block_gather, backend=backend)(cache, table, 4)
+    np.testing.assert_array_equal(out, cache.reshape(32, 16)[table[:, 0]])
+
+
+def scalar_offset_rows(flat, start):
+    """indexed_flatten's idiom: a 1-D tensor viewed as 2-D and moved by a register along
+    dim 1 of the view (the base tensor has no dim 1)."""
+    n = flat.shape[0]
+    view = flat.reshape((1, n))
+    reg = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=reg, src=start)
+    r = nisa.register_alloc()
+    nisa.register_load(r, reg)
+    got = nl.ndarray((1, 4), dtype=flat.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=got, src=view.ap([[n, 1], [1, 4]], offset=0, scalar_offset=r,
+                                       indirect_dim=1))
+    out = nl.ndarray((1, 4), dtype=flat.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=got)
+    return out
+
+
+def test_scalar_offset_along_a_dim_only_the_view_has(backend):
+    flat = np.arange(16, dtype=np.float32)
+    out = nki.jit(scalar_offset_rows, backend=backend)(flat, np.array([[5]], np.int32))
+    np.testing.assert_array_equal(out, flat[None, 5:9])
+
+
+def gathered_transpose(cache, table):
+    """attention_tkg's DMA-transpose path: the blocks named by ``table`` gathered from the
+    cache and transposed in one ``dma_transpose`` of a 4-D indirect source (software DGE)."""
+    blocks, block_len, d = cache.shape
+    rows = table.shape[0]
+    idx = nl.ndarray((rows, 1), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=table)
+    cache4 = cache.reshape((blocks, 1, block_len, d))
+    got = nl.ndarray((d, 1, block_len, rows), dtype=cache.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(dst=got, src=cache4.ap([[block_len * d, rows], [1, 1], [d, block_len],
+                                               [1, d]], offset=0, vector_offset=idx,
+                                              indirect_dim=0),
+                       axes=(3, 1, 2, 0), dge_mode=nisa.dge_mode.swdge)
+    out = nl.ndarray((d, 1, block_len, rows), dtype=cache.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=got)
+    return out
+
+
+def test_dma_transpose_of_gathered_blocks(backend):
+    import ml_dtypes
+
+    rng = np.random.default_rng(4)
+    cache = rng.standard_normal((40, 4, 16)).astype(ml_dtypes.bfloat16)
+    table = rng.integers(0, 40, (32, 1)).astype(np.uint32)
+    out = nki.jit(gathered_transpose, backend=backend)(cache, table)
+    want = cache[table[:, 0]].reshape(32, 1, 4, 16).transpose(3, 1, 2, 0)
+    np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
