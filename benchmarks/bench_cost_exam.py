@@ -59,8 +59,10 @@ def mamba_cases(big: bool) -> list[dict]:
             ("v1", 512, 4096, 2340.0, "4K channels"),
             ("v2", 512, 4096, 1610.0, "loop reordering"),
             # the seq_len scaling table (ms, channels 4096)
-            ("v2", 1024, 4096, 4400.0, "scaling table"), ("v3", 1024, 4096, 3300.0, "scaling table"),
-            ("v2", 2048, 4096, 8900.0, "scaling table"), ("v3", 2048, 4096, 6600.0, "scaling table")]
+            ("v2", 1024, 4096, 4400.0, "scaling table"),
+            ("v3", 1024, 4096, 3300.0, "scaling table"),
+            ("v2", 2048, 4096, 8900.0, "scaling table"),
+            ("v3", 2048, 4096, 6600.0, "scaling table")]
     if big:
         rows += [("v2", 8192, 4096, 53330.0, "8K seq_len: spills"),
                  ("v3", 8192, 4096, 27800.0, "seq_len tiling")]
@@ -96,7 +98,8 @@ def sample_test_cases() -> list[dict]:
     """nki-samples perf-test thresholds (µs) whose kernels are in the reference folder."""
     dr = SAMPLES_TEST.format(c=REFERENCE_COMMIT, f="test_double_row_matmul.py")
     sd = SAMPLES_TEST.format(c=REFERENCE_COMMIT, f="test_SD_attention_small_head.py")
-    out = [dict(name="quantized_double_row_matmul 512x16Kx1024", kernel="quantized_double_row_matmul",
+    out = [dict(name="quantized_double_row_matmul 512x16Kx1024",
+                kernel="quantized_double_row_matmul",
                 module="nki_samples.reference.double_row_matmul", args=_double_row_args,
                 kwargs=dict(TILES_IN_BLOCK_M=2, TILES_IN_BLOCK_N=2, TILES_IN_BLOCK_K=16),
                 target="trn2", published_us=320.0, kind="threshold", source=dr)]
