@@ -133,6 +133,8 @@ def run_case(case: dict) -> dict:
                busy_us={e: round(est.busy_ns(e) / 1e3, 2) for e in ("tensor", "vector",
                                                                     "scalar", "gpsimd", "dma")
                         if est.busy_ns(e)},
+               top_lines=[dict(location=r.location, critical_us=round(r.critical_ns / 1e3, 2),
+                               opcodes=list(r.opcodes)) for r in est.by_line()[:4]],
                model_seconds=round(time.perf_counter() - t0, 1))
     return row
 
