@@ -62,7 +62,7 @@ def _merge(rec, nrec, fam):
             rec[fam, j - 1] = rec[fam, j]
         nrec[fam] = n - 1
         return
-    half = reads // 2
+    half = max(2, reads // 2)   # always shortens: nrec stays <= CAP (schedule._Records)
     lo0, hi1, lo2, hi3, inst, end, who = np.inf, -np.inf, np.inf, -np.inf, 0.0, -np.inf, 0.0
     seen = 0
     out = 0

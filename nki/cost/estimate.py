@@ -15,9 +15,10 @@ from nki.cost.instr import COMPUTE_ENGINES, DMA
 from nki.cost.prep import Prepared, prepare
 from nki.cost.schedule import Timeline, schedule
 from nki.cost.spills import add_spills
+from nki.results import MODEL
 
 # bump when a formula or a constant changes, so numbers across commits compare
-MODEL_VERSION = "nki-cost 0.1"
+MODEL_VERSION = "nki-cost 0.1.1"   # 0.1.1: record merges always shorten (a crash fix)
 ENGINES = (*COMPUTE_ENGINES, DMA)
 
 
@@ -52,7 +53,7 @@ class Estimate:
     cores: list[CoreEstimate] = field(repr=False)
     preps: list[Prepared] = field(repr=False, default_factory=list)
     timelines: list[Timeline] = field(repr=False, default_factory=list)
-    kind: str = "model"
+    kind: str = MODEL   # nki.results.KernelResult: a model, not a host measurement
 
     def __repr__(self) -> str:
         return (f"Estimate({self.kernel!r}, target={self.target!r}, "

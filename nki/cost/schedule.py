@@ -90,7 +90,9 @@ class _Records:
         if len(reads) < 2:
             del recs[0]          # all writes of disjoint regions: forget the oldest
             return
-        half = reads[: len(reads) // 2]
+        # at least two, so a merge always shortens the list (2 or 3 reads halve to 1,
+        # which merged nothing: the compiled loop's fixed-size table overflowed)
+        half = reads[: max(2, len(reads) // 2)]
         box = [min(r[0] for r in half), max(r[1] for r in half), min(r[2] for r in half),
                max(r[3] for r in half), half[-1][4], max(r[5] for r in half), False,
                max(half, key=lambda r: r[5])[7]]

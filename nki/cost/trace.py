@@ -11,12 +11,11 @@ aggregated into spans that say how many instructions they stand for (the trace's
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 
 from nki.cost.instr import COMPUTE_ENGINES, DMA
 from nki.cost.report import location, operand_shapes
+from nki.results import MODEL, write_trace
 
 _DMA_TID0 = 100
 
@@ -109,7 +108,8 @@ def trace_events(est, max_events: int = 200_000) -> dict:
         events.extend(evs)
         aggregated += agg
     meta = {"kernel": est.kernel, "target": est.target, "model_version": est.model_version,
-            "kind": "model estimate, not a measurement", "latency_ns": est.latency_ns,
+            "kind": "model estimate, not a measurement", "result_kind": MODEL,
+            "latency_ns": est.latency_ns,
             "event_cap": max_events, "aggregated_instructions": aggregated,
             "aggregation": "beyond the cap, each track's remaining instructions are one "
                            "span per track" if aggregated else "none"}
@@ -119,11 +119,7 @@ def trace_events(est, max_events: int = 200_000) -> dict:
 
 def save_trace(est, path: str, max_events: int = 200_000) -> str:
     """Write the trace to ``path`` (gzip-compressed when it ends in ``.gz``)."""
-    data = json.dumps(trace_events(est, max_events), separators=(",", ":")).encode()
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "wb") as f:
-        f.write(data)
-    return os.path.abspath(path)
+    return write_trace(trace_events(est, max_events), path)
 
 
 def plot(est, path: str, core: int = 0) -> str:

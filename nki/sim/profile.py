@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from nki.results import HOST, write_trace
 from nki.sim.layout import NF, ROW
 
 _HELPER_C = ctypes.CFUNCTYPE(
@@ -35,6 +36,7 @@ class InstructionProfile:
     calls: np.ndarray = field(default=None)
     seconds: np.ndarray = field(default=None)
     wall: float = 0.0
+    kind: str = HOST   # nki.results.KernelResult: this simulator's time on the host CPU
 
     def __post_init__(self):
         n = len(self.origins)
@@ -71,6 +73,59 @@ class InstructionProfile:
 
     def __str__(self) -> str:
         return self.table()
+
+    def by_line(self) -> HostLineTable:
+        """Host seconds per source line (summed over its instructions), longest first."""
+        rows: dict[str, HostLineRow] = {}
+        for origin, helper, c, s in zip(self.origins, self.helpers, self.calls, self.seconds):
+            loc = origin.split(" ", 1)[0]
+            row = rows.setdefault(loc, HostLineRow(loc, 0.0, 0, ()))
+            row.seconds += float(s)
+            row.calls += int(c)
+            if helper not in row.helpers:
+                row.helpers = (*row.helpers, helper)
+        return HostLineTable(sorted(rows.values(), key=lambda r: (-r.seconds, r.location)))
+
+    def save_trace(self, path: str) -> str:
+        """A trace-event file of the host times: one slice per instruction row, laid end to
+        end in program order with its summed time (an aggregate per instruction, not a
+        timeline of the run; ``otherData`` says so)."""
+        events = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0,
+                   "args": {"name": "simulator on the host CPU (host time)"}}]
+        ts = 0.0
+        for k in range(len(self.origins)):
+            if self.calls[k] == 0:
+                continue
+            dur = float(self.seconds[k]) * 1e6
+            events.append({"name": self.helpers[k], "cat": "host", "ph": "X", "pid": 0,
+                           "tid": 1, "ts": ts, "dur": dur,
+                           "args": {"origin": self.origins[k], "calls": int(self.calls[k])}})
+            ts += dur
+        meta = {"result_kind": HOST, "wall_s": self.wall, "helpers_s": self.total,
+                "layout": "each instruction row's total host time, end to end in program "
+                          "order; not a timeline"}
+        return write_trace({"traceEvents": events, "displayTimeUnit": "ms",
+                            "otherData": meta}, path)
+
+
+@dataclass
+class HostLineRow:
+    """One source line's host time: seconds inside helpers, calls, helper names."""
+
+    location: str
+    seconds: float
+    calls: int
+    helpers: tuple[str, ...]
+
+
+class HostLineTable(list):
+    """Rows by host seconds, longest first; ``str()`` is a table."""
+
+    def __str__(self) -> str:
+        out = [f"{'line':<28} {'host ms':>10} {'calls':>8}  helpers"]
+        out += [f"{r.location:<28} {r.seconds * 1e3:10.3f} {r.calls:8d}  {','.join(r.helpers)}"
+                for r in self]
+        return "\n".join(out)
 
 
 def profiling_runner(addr: np.ndarray, profile: InstructionProfile):

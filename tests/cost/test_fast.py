@@ -13,6 +13,8 @@ from test_ordering import exp_rows, scale_rows
 from test_schedule import halves, scale_tiles
 
 import nki
+import nki.isa as nisa
+import nki.language as nl
 from nki.cost import estimate
 from nki.errors import NkiSpillWarning
 
@@ -60,3 +62,42 @@ def test_numba_schedule_equals_python_with_spills():
         nb = estimate(k, target="trn2", backend="numba")(x, cs, cs)
     assert any(py.preps[0].instrs[s].cost.note.startswith("spill") for s in py.timelines[0].sidx)
     _same(py.timelines[0], nb.timelines[0])
+
+
+def _hoisted_tile_lists(lhsT, rhs):
+    """A tile list longer than the records' cap: 32 stationary tiles loaded once, each read
+    by one matmul per moving block (the pattern that overflowed the compiled loop)."""
+    k, m = lhsT.shape
+    n = rhs.shape[1]
+    out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
+    stationary = []
+    for t in nl.affine_range(k // 128):
+        s = nl.ndarray((128, m), dtype=lhsT.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=lhsT[t * 128:(t + 1) * 128, :])
+        stationary.append(s)
+    for j in nl.affine_range(n // 512):
+        acc = nl.ndarray((m, 512), dtype=nl.float32, buffer=nl.psum)
+        for t in nl.affine_range(k // 128):
+            mv = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=mv, src=rhs[t * 128:(t + 1) * 128, j * 512:(j + 1) * 512])
+            nisa.nc_matmul(dst=acc, stationary=stationary[t], moving=mv)
+        res = nl.ndarray((m, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        nisa.dma_copy(dst=out[:, j * 512:(j + 1) * 512], src=res)
+    return out
+
+
+def test_numba_schedule_equals_python_when_a_family_outgrows_the_cap():
+    args = (np.ones((4096, 128), np.float32), np.ones((4096, 1024), np.float32))
+    py = estimate(nki.jit(_hoisted_tile_lists), target="trn2", backend="python")(*args)
+    nb = estimate(nki.jit(_hoisted_tile_lists), target="trn2", backend="numba")(*args)
+    _same(py.timelines[0], nb.timelines[0])
+
+
+def test_records_never_exceed_the_cap_the_compiled_loop_allocates():
+    from nki.cost.schedule import _Records
+    recs = _Records()
+    for i in range(3 * _Records.CAP):   # disjoint writes with a read now and then
+        write = i % 10 != 0
+        recs.add(0, (0, 128, 64 * i, 64 * i + 64), 1, write, float(i), i)
+        assert len(recs.by_family[0]) <= _Records.CAP
