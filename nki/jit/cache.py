@@ -46,6 +46,10 @@ def code_hash(code: types.CodeType) -> str:
 
 
 def _feed_code(h, code: types.CodeType) -> None:
+    # where the code is, too: a cached trace carries the source lines its errors, profiles and
+    # cost tables name, so code that moved within its file must not reuse an old trace
+    h.update(f"{code.co_filename}:{code.co_firstlineno}".encode())
+    h.update(code.co_linetable)
     h.update(code.co_code)
     h.update(repr(code.co_names).encode())
     h.update(repr(code.co_varnames).encode())

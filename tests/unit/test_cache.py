@@ -164,3 +164,35 @@ def test_tracer_installed_while_recording_makes_the_trace_uncacheable():
         assert not deps.cacheable
     finally:
         sys.settrace(previous)
+
+
+MOVED = textwrap.dedent('''
+    import numpy as np
+    import nki, nki.language as nl, nki.isa as nisa
+    {padding}
+    @nki.jit
+    def kern(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    spec = kern.specialize(np.ones((128, 4), np.float32))
+    print(min(t.loc.lineno for t in spec.cores[0].program.tensors if t.loc is not None))
+''')
+
+
+def test_code_moved_within_its_file_reports_its_new_lines(tmp_path):
+    """A cached trace names source lines; the same code three lines lower must not reuse it."""
+    env = {**os.environ, "NKI_CACHE_DIR": str(tmp_path / "cache")}
+    lines = []
+    for padding in ("", "\n\n\n"):
+        (tmp_path / "moved.py").write_text(MOVED.format(padding=padding))
+        r = subprocess.run([sys.executable, str(tmp_path / "moved.py")], capture_output=True,
+                           text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stderr
+        lines.append(int(r.stdout.split()[-1]))
+    source = MOVED.format(padding="\n\n\n").splitlines()
+    first_tensor = next(i for i, s in enumerate(source, 1) if "nl.ndarray" in s)
+    assert lines == [first_tensor - 3, first_tensor]
