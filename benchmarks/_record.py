@@ -27,8 +27,10 @@ def best_of(fn: Callable[[], object], repeat: int = 5, warm: bool = True) -> flo
 
 
 def best_of_pair(fn_a: Callable[[], object], fn_b: Callable[[], object], repeat: int = 5,
-                 warm: bool = True) -> tuple[float, float]:
-    """Best wall times of ``fn_a`` and ``fn_b``, called alternately ``repeat`` times each.
+                 warm: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
+    """Best times of ``fn_a`` and ``fn_b`` (wall time, or ``clock``, e.g. ``time.thread_time``
+    for the CPU time of this thread), called alternately ``repeat`` times each.
 
     On a shared machine the speed drifts over seconds (neighbours, turbo): timing one
     function's runs and then the other's lets the drift land in the ratio. Alternating
@@ -38,11 +40,11 @@ def best_of_pair(fn_a: Callable[[], object], fn_b: Callable[[], object], repeat:
         fn_b()
     best_a = best_b = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn_a()
-        t1 = time.perf_counter()
+        t1 = clock()
         fn_b()
-        t2 = time.perf_counter()
+        t2 = clock()
         best_a, best_b = min(best_a, t1 - t0), min(best_b, t2 - t1)
     return best_a, best_b
 
@@ -56,21 +58,47 @@ def probe_env(**overrides: str) -> dict:
     return env
 
 
-def cpu_model() -> str:
-    """The CPU's model name (the ratios differ a lot between CPUs: AVX-512, AMX, memory)."""
+def _cpuinfo(field: str) -> str | None:
+    """The first ``field : value`` of /proc/cpuinfo (None where it does not exist)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (the ratios differ a lot between CPUs: AVX-512, AMX, memory)."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
+
+
+# the vector and matrix features the simulator's speed depends on
+FEATURES = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx2", "fma")
+
+
+def cpu_features() -> list[str]:
+    """Which of ``FEATURES`` the CPU lists (empty where /proc/cpuinfo does not exist)."""
+    flags = (_cpuinfo("flags") or "").split()
+    return [name for name in FEATURES if name in flags]
+
+
+def machine_kind(features: list[str]) -> str:
+    """The project's name for this machine kind (README has one table per kind)."""
+    if "amx_bf16" in features:
+        return "xeon-amx"
+    if "avx512_bf16" in features:
+        return "zen5"
+    return "other"
 
 
 def write_record(path: str, **fields) -> None:
     """Write ``fields`` with the machine facts every record carries to ``path`` (JSON)."""
+    features = cpu_features()
     record = {"machine": platform.processor() or platform.machine(), "cpu": cpu_model(),
+              "cpu_features": features, "machine_kind": machine_kind(features),
               "python": sys.version.split()[0], "cpus": os.cpu_count(),
               "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
               "time": time.strftime("%Y-%m-%d %H:%M:%S"), **fields}

@@ -22,52 +22,15 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-from _record import best_of_pair, write_record  # noqa: E402  (benchmarks/_record.py)
-
-FEATURES = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile", "avx2", "fma")
-
-
-def cpu_features() -> list[str]:
-    """The matmul-relevant flags /proc/cpuinfo lists (empty where it does not exist)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((ln.split(":", 1)[1].split() for ln in f
-                          if ln.startswith("flags")), [])
-    except OSError:
-        return []
-    return [name for name in FEATURES if name in flags]
-
-
-def machine_kind(features: list[str]) -> str:
-    """The project's name for this machine kind (README has one table per kind)."""
-    if "amx_bf16" in features:
-        return "xeon-amx"
-    if "avx512_bf16" in features:
-        return "zen5"
-    return "other"
-
-
-def best_cpu_pair(fn_a, fn_b, repeat: int) -> tuple[float, float]:
-    """Best thread CPU times of ``fn_a`` and ``fn_b``, called alternately (both run on this
-    thread: torch with one thread, nki's core 0). On a shared machine the wall time also
-    counts the slices the scheduler gave to others; CPU time does not (cache and SMT
-    contention still show)."""
-    fn_a(), fn_b()
-    best_a = best_b = float("inf")
-    for _ in range(repeat):
-        t0 = time.thread_time()
-        fn_a()
-        t1 = time.thread_time()
-        fn_b()
-        t2 = time.thread_time()
-        best_a, best_b = min(best_a, t1 - t0), min(best_b, t2 - t1)
-    return best_a, best_b
+from _record import best_of_pair, cpu_features, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def paired(fn_a, fn_b, repeat: int, tlabel: str) -> dict:
     """Wall and CPU times of nki (``fn_a``) and torch (``fn_b``) and their ratios."""
     w_nki, w_torch = best_of_pair(fn_a, fn_b, repeat)
-    c_nki, c_torch = best_cpu_pair(fn_a, fn_b, repeat)
+    # CPU time of this thread (torch with one thread, nki's core 0): on a shared machine the
+    # wall time also counts the slices the scheduler gave to others
+    c_nki, c_torch = best_of_pair(fn_a, fn_b, repeat, clock=time.thread_time)
     return {"nki_ms": w_nki * 1e3, f"torch_{tlabel}_ms": w_torch * 1e3,
             f"ratio_vs_torch_{tlabel}": w_nki / w_torch, "nki_cpu_ms": c_nki * 1e3,
             f"torch_{tlabel}_cpu_ms": c_torch * 1e3,
@@ -149,8 +112,7 @@ def main() -> int:
     run_matmuls(1024 if args.quick else 2048, args.repeat, report)
     run_attention(max(3, args.repeat // 2), report, 2048 if args.quick else 4096)
     write_record(args.json, threads=1, timing="best of --repeat: wall and thread CPU",
-                 repeat=args.repeat, machine_kind=machine_kind(features),
-                 cpu_features=features, bf16_unit=bf16.UNIT, bf16_unit_status=bf16.STATUS,
+                 repeat=args.repeat, bf16_unit=bf16.UNIT, bf16_unit_status=bf16.STATUS,
                  openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
                  torch=torch.__version__, rows=rows)
     return 0
