@@ -161,6 +161,52 @@ def _place(dq, dqn, floor, nq, ready, dur, k, index):
 
 
 @njit(cache=True)
+def _operands_ready(ops, lo, nops, env, iters, depth, rec, nrec, boxes, ready, who):
+    """The latest of ``ready`` and the times an instruction's operands ``lo..lo+nops`` become
+    usable, with the instruction that decided it; each operand's box lands in ``boxes``."""
+    for j in range(nops):
+        o = lo + j
+        p0, p1, b0, b1 = _box(ops, o, env)
+        owner = ops[o, OWNER]
+        inst = iters[owner] % depth if owner >= 0 else 0
+        boxes[j, 0], boxes[j, 1], boxes[j, 2], boxes[j, 3], boxes[j, 4] = p0, p1, b0, b1, inst
+        t, w = _ready(rec, nrec, ops[o, FAM], p0, p1, b0, b1, inst, ops[o, WRITE] != 0,
+                      ops[o, BYBYTES] != 0)
+        if t > ready:
+            ready, who = t, w
+    return ready, who
+
+
+@njit(cache=True)
+def _on_engine(e, s, ready, who, index, prev_matmul, free, pfree, last, ports, ns, fixed,
+               dep_ns, ls):
+    """Place instruction ``s`` on compute engine ``e`` (in program order, after its shared
+    ports): (start, end, the instruction that delayed it, whether a dependency did, and
+    whether TensorE's last instruction was a matmul)."""
+    fr = free[e]
+    if ports[s, 0]:
+        fr = max(fr, pfree[0])
+    if ports[s, 1]:
+        fr = max(fr, pfree[1])
+    dep = ready > fr
+    start = ready + dep_ns[s] if dep else fr
+    d = ns[s] + fixed[s]
+    if e == TENSOR and ls[s] != 0.0:
+        d = max(d, ls[s]) if (prev_matmul and not dep) else d + ls[s]
+    if e == TENSOR:
+        prev_matmul = ls[s] != 0.0
+    end = start + d
+    free[e] = end
+    if ports[s, 0]:
+        pfree[0] = end
+    if ports[s, 1]:
+        pfree[1] = end
+    pred = who if dep else last[e]
+    last[e] = index
+    return start, end, pred, dep, prev_matmul
+
+
+@njit(cache=True)
 def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
                   nfam, spills, params, out_s, out_f, out_p, out_d, out_q):
     depth, nq, nloops, ntensors = params[0], params[1], params[2], params[3]
@@ -238,16 +284,8 @@ def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi
                 ready, who = t, w
             sptr += 1
         nops = op_hi[s] - op_lo[s]
-        for j in range(nops):
-            o = op_lo[s] + j
-            p0, p1, b0, b1 = _box(ops, o, env)
-            owner = ops[o, OWNER]
-            inst = iters[owner] % depth if owner >= 0 else 0
-            boxes[j, 0], boxes[j, 1], boxes[j, 2], boxes[j, 3], boxes[j, 4] = p0, p1, b0, b1, inst
-            t, w = _ready(rec, nrec, ops[o, FAM], p0, p1, b0, b1, inst, ops[o, WRITE] != 0,
-                          ops[o, BYBYTES] != 0)
-            if t > ready:
-                ready, who = t, w
+        ready, who = _operands_ready(ops, op_lo[s], nops, env, iters, depth, rec, nrec, boxes,
+                                     ready, who)
         index = n
         if e == DMA:
             start, end0, mask, blocker = _place(dq, dqn, floor, nq, ready, ns[s], packets[s],
@@ -257,26 +295,9 @@ def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi
             pred = who if dep else blocker
         else:
             mask = 0
-            fr = free[e]
-            if ports[s, 0]:
-                fr = max(fr, pfree[0])
-            if ports[s, 1]:
-                fr = max(fr, pfree[1])
-            dep = ready > fr
-            start = ready + dep_ns[s] if dep else fr
-            d = ns[s] + fixed[s]
-            if e == TENSOR and ls[s] != 0.0:
-                d = max(d, ls[s]) if (prev_matmul and not dep) else d + ls[s]
-            if e == TENSOR:
-                prev_matmul = ls[s] != 0.0
-            end = start + d
-            free[e] = end
-            if ports[s, 0]:
-                pfree[0] = end
-            if ports[s, 1]:
-                pfree[1] = end
-            pred = who if dep else last[e]
-            last[e] = index
+            start, end, pred, dep, prev_matmul = _on_engine(
+                e, s, ready, who, index, prev_matmul, free, pfree, last, ports, ns, fixed,
+                dep_ns, ls)
         out_s[n], out_f[n, 0], out_f[n, 1], out_p[n], out_d[n], out_q[n] = \
             s, start, end, pred, dep, mask
         n += 1
