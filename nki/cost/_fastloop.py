@@ -189,7 +189,11 @@ def _on_engine(e, s, ready, who, index, prev_matmul, free, pfree, last, ports, n
     if ports[s, 1]:
         fr = max(fr, pfree[1])
     dep = ready > fr
-    start = ready + dep_ns[s] if dep else fr
+    # the arch guide's static overhead also applies to an instruction that reads the result
+    # of the one just before it on the same engine (ready == engine free); not on TensorE,
+    # whose accumulating matmuls pipeline
+    chained = (not dep) and who >= 0 and ready == fr and e != TENSOR
+    start = ready + dep_ns[s] if (dep or chained) else fr
     d = ns[s] + fixed[s]
     if e == TENSOR and ls[s] != 0.0:
         d = max(d, ls[s]) if (prev_matmul and not dep) else d + ls[s]

@@ -19,9 +19,6 @@ NSLOTS = 16
 CAP = 24           # records per family (schedule._Records.CAP)
 KEEP = 48          # busy intervals per DMA engine (schedule.DmaEngines.KEEP)
 ENG_DMA = len(COMPUTE_ENGINES)
-# trn1 port sharing: vector uses SBUF and PSUM ports, gpsimd SBUF, scalar PSUM
-_PORT_SBUF = {"vector", "gpsimd"}
-_PORT_PSUM = {"vector", "scalar"}
 
 
 def has_sync_points(prep: Prepared) -> bool:
@@ -54,7 +51,7 @@ def flatten(prep: Prepared, facts) -> dict:
         f64["ns"][s], f64["fixed"][s], f64["ls"][s] = c.ns, c.fixed_ns, c.ls_ns
         packets[s] = max(1, c.packets)
         if facts["port_conflicts"]:
-            ports[s] = (c.engine in _PORT_SBUF, c.engine in _PORT_PSUM)
+            ports[s] = ("sbuf" in c.ports, "psum" in c.ports)   # trn1 shared ports
         op_lo[s] = len(rows)
         for r in st.operands:
             fam = fam_ids.setdefault(r.family, len(fam_ids))

@@ -58,6 +58,7 @@ class InstrCost:
     bytes: int = 0
     perf_mode: str = ""
     note: str = ""
+    ports: tuple[str, ...] = ()
 
 
 def _free_elems(op: Placed) -> int:
@@ -140,7 +141,25 @@ def instr_cost(instr: Instr, program: Program, facts: CostFacts) -> InstrCost:
     if engine == "sync":
         return _sync_cost(instr, facts)
     cycles, mode = _stream_cycles(instr, engine, facts)
-    return InstrCost(engine, cycles / facts[f"{engine}_clock_ghz"], perf_mode=mode)
+    ports = ports_of(instr, engine) if facts["port_conflicts"] else ()
+    return InstrCost(engine, cycles / facts[f"{engine}_clock_ghz"], perf_mode=mode,
+                     ports=ports)
+
+
+# NeuronCore-v2's on-chip RAM access restrictions (trn1 arch guide, "Concurrent SBUF/PSUM
+# accesses by engines"): VectorE and GpSimdE cannot access SBUF in parallel, VectorE and
+# ScalarE cannot access PSUM in parallel. Any other pair, and these engines' accesses to the
+# other memory, run at full bandwidth side by side.
+_PORT_ENGINES = {Memory.SBUF: ("sbuf", ("vector", "gpsimd")),
+                 Memory.PSUM: ("psum", ("vector", "scalar"))}
+
+
+def ports_of(instr: Instr, engine: str) -> tuple[str, ...]:
+    """The shared ports ``instr`` holds on ``engine``: only those of the memories it touches
+    (a ScalarE activation from SBUF to SBUF does not hold VectorE's PSUM port)."""
+    spaces = {a.space for a in _operands(instr)}
+    return tuple(port for mem, (port, engines) in _PORT_ENGINES.items()
+                 if mem in spaces and engine in engines)
 
 
 def _sync_cost(instr: Instr, facts: CostFacts) -> InstrCost:

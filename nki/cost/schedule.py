@@ -6,7 +6,8 @@ free (each engine, and each of the 16 DMA queues, runs one instruction at a time
 order), the end of every earlier instruction it depends on (read after write, write after
 read, write after write on overlapping regions of the same tensor instance, see prep.py),
 plus ``dep_overhead_cycles`` when a dependency, not the engine, decided the start. On trn1
-VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE the PSUM ports.
+VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE the PSUM ports: an
+instruction waits for the port of each of those memories it touches (``InstrCost.ports``).
 
 A DMA instruction spreads its packets over the queues free soonest and completes
 ``dma_fixed_ns`` after its last packet. LNC cores are scheduled side by side; a barrier (or a
@@ -25,7 +26,6 @@ from nki.errors import NkiUnsupportedError, fail
 from nki.ir.ops import Opcode
 
 _SYNC_POINTS = {Opcode.CORE_BARRIER, Opcode.SENDRECV, Opcode.COLLECTIVE, Opcode.COLLECTIVE_V}
-_PORTS = {"vector": ("sbuf", "psum"), "gpsimd": ("sbuf",), "scalar": ("psum",)}
 
 
 @dataclass
@@ -269,11 +269,16 @@ class CoreScheduler:
         eng = cost.engine
         clock = self.facts[f"{eng}_clock_ghz"]
         free = self.free.get(eng, 0.0)
-        ports = _PORTS.get(eng, ()) if self.ports else ()
+        ports = cost.ports if self.ports else ()
         for port in ports:
             free = max(free, self.free.get(port, 0.0))
         dep = ready > free
-        start = ready + self.dep_cycles / clock if dep else free
+        # the static overhead also applies to an instruction that reads the result of the
+        # one just before it on its engine (ready == free: "every instruction depending on
+        # the output tile of the previous instruction", trn1 arch guide, VectorE cost
+        # model); not on TensorE, whose accumulating matmuls pipeline
+        chained = not dep and who >= 0 and ready == free and eng != "tensor"
+        start = ready + self.dep_cycles / clock if (dep or chained) else free
         ns = cost.ns + cost.fixed_ns
         if eng == "tensor" and cost.ls_ns:
             # LoadStationary runs in the background of the previous matmul when they issue

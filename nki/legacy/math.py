@@ -225,18 +225,18 @@ def _broadcast_like(t, shape: tuple[int, ...]):
 
 
 def broadcast_to(src, shape) -> Pending:
-    """``nl.broadcast_to(src, shape=...)``: numpy-rule broadcast into a new SBUF tile
-    (a partition broadcast replicates the one partition exactly).
+    """``nl.broadcast_to(src, shape=...)``: numpy-rule broadcast into a new tile (a partition
+    broadcast of a float tile is a TensorE ones-matmul, as NKI makes it: nki/legacy/broadcast.py).
 
     Example:
         >>> b = nl.broadcast_to(row, shape=(128, 512))   # doctest: +SKIP
     """
-    from nki.lang.select import broadcast_to as bcast
+    from nki.legacy.broadcast import partition_broadcast
 
     x = _tile("nl.broadcast_to", src, "src")
     shape = tuple(int(s) for s in shape)
     return Pending("nl.broadcast_to", shape, x.dtype, Memory.SBUF, {"x": x}, None,
-                   produce=lambda x: bcast(x, shape))
+                   produce=lambda x: partition_broadcast(x, shape))
 
 
 def gather_flattened(data, indices, *, mask=None, dtype=None) -> Pending:
