@@ -14,6 +14,7 @@ from nki.lang import vector as _vec
 from nki.lang.common import Call, dtype_of
 from nki.lang.hints import records
 from nki.lang.operators import as_alu
+from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import validation
 from nki.legacy.index import IndexExpr, Predicate
 from nki.legacy.mask import rect_predicate, rectangle, shrink
@@ -151,9 +152,21 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=Engine.unkn
     """
     a, b = _tile("nisa.tensor_tensor", data1, "data1"), _tile("nisa.tensor_tensor", data2,
                                                               "data2")
+    a, b = _free_broadcast(a, b), _free_broadcast(b, a)
     return _pending("nisa.tensor_tensor", a.shape, _dt(dtype, promote(a, b)), {"a": a, "b": b},
                     lambda dst, a, b: _vec.tensor_tensor(dst=dst, data1=a, data2=b, op=op,
                                                          engine=engine), mask)
+
+
+def _free_broadcast(t: NkiTensor, other: NkiTensor) -> NkiTensor:
+    """A ``[P, 1]`` operand against a ``[P, F...]`` one, as a stride-0 view of ``other``'s
+    shape. The old ``tensor_tensor`` broadcast along the free dimension (its docs point such
+    uses to ``tensor_scalar`` for speed, not for legality; AWS's double-row matmul sample
+    relies on it); anything else is left for the rule to judge."""
+    if t.ndim >= 2 and t.size == t.shape[0] and other.size > other.shape[0] and \
+            other.shape[0] == t.shape[0] and other.ndim == t.ndim:
+        return NkiTensor.broadcast_to(t, other.shape)
+    return t
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None,

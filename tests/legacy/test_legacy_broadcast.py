@@ -69,3 +69,30 @@ def test_float_broadcast_is_a_tensor_engine_matmul():
 def test_int_broadcast_keeps_stream_shuffles():
     ops = _opcodes(row_copy_kernel, np.zeros((1, 64), np.int32), 128)
     assert Opcode.NC_MATMUL not in ops and Opcode.NC_STREAM_SHUFFLE in ops
+
+
+def scale_rows_kernel(a, s, scale_first):
+    """out = a * s[:, None] by the old nisa.tensor_tensor with a [P, 1] operand."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    col = nl.load(s)
+    y = nisa.tensor_tensor(col, x, nl.multiply) if scale_first else \
+        nisa.tensor_tensor(x, col, nl.multiply)
+    nl.store(out, value=y)
+    return out
+
+
+@pytest.mark.parametrize("scale_first", [False, True])
+def test_tensor_tensor_broadcasts_a_column_along_the_free_dim(backend, rng, scale_first):
+    a = rng.standard_normal((128, 1024)).astype(np.float32)
+    s = rng.standard_normal((128, 1)).astype(np.float32)
+    out = nki.jit(scale_rows_kernel, backend=backend)(a, s, scale_first)
+    np.testing.assert_array_equal(out, a * s)
+
+
+def test_tensor_tensor_other_shape_mismatches_still_fail():
+    from nki.errors import NkiValidationError
+
+    a = np.zeros((128, 1024), np.float32)
+    with pytest.raises(NkiValidationError, match="nki_shape_mismatch"):
+        nki.jit(scale_rows_kernel)(a, np.zeros((128, 2), np.float32), False)
