@@ -25,6 +25,9 @@ from nki.lang.tracer import current
 
 # dtypes nc_matmul takes as stationary and moving, whose products by 1.0 are exact in fp32
 _MATMUL_FLOATS = ("float32", "bfloat16", "float16")
+# PSUM banks an fp32 broadcast may occupy and still stay in PSUM for its consumer: where
+# neuronx-cc keeps larger results is not documented (our assumption, docs/cost-model.md §4)
+PSUM_RESIDENT_BANKS = 1
 
 
 def _on_tensor_engine(x: NkiTensor, shape: tuple[int, ...]) -> bool:
@@ -50,9 +53,12 @@ def partition_broadcast(x: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
     # (a short instruction off VectorE, which such kernels keep busy)
     ones = ndarray((1, parts), x.dtype, buffer=Memory.SBUF)
     memset(dst=ones, value=1.0, engine=Engine.scalar)
-    if x.dtype == FLOAT32 and free <= bank:
+    if x.dtype == FLOAT32 and free <= bank * PSUM_RESIDENT_BANKS:
         out = value_result((parts, free), FLOAT32, buffer=Memory.PSUM)
-        nc_matmul(dst=out, stationary=ones, moving=x, is_stationary_onezero=True)
+        for lo in range(0, free, bank):
+            hi = min(free, lo + bank)
+            nc_matmul(dst=out[:, lo:hi], stationary=ones, moving=x[:, lo:hi],
+                      is_stationary_onezero=True)
         return out
     out = value_result(shape, x.dtype, buffer=Memory.SBUF)
     for lo in range(0, free, bank):
