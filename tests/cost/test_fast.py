@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from nki.kernels import flash_attention, matmul_lhsT
+from test_engine_sharing import act_beside_vector, chain, mamba_step
 from test_ordering import exp_rows, scale_rows
 from test_schedule import halves, scale_tiles
 
@@ -29,6 +30,12 @@ CASES = {
     "lnc2": (nki.jit(halves)[2], (np.ones((1024, 256), np.float32),)),
     "matmul": (matmul_lhsT, (np.ones((512, 256), BF16), np.ones((512, 1024), BF16))),
     "attention": (flash_attention, (rng.random((1, 2, 512, 64)).astype(BF16),) * 3),
+    # trn1 ports per memory, chained-instruction overhead, a legacy broadcast on TensorE
+    "ports_psum": (nki.jit(act_beside_vector), (np.ones((128, 512), np.float32), True)),
+    "ports_sbuf": (nki.jit(act_beside_vector), (np.ones((128, 512), np.float32), False)),
+    "chain": (nki.jit(chain), (np.ones((128, 512), np.float32), True)),
+    "broadcast": (nki.jit(mamba_step), (np.ones((128, 512), np.float32),
+                                        np.ones((1, 512), np.float32))),
 }
 
 
