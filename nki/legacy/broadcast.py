@@ -26,7 +26,9 @@ from nki.lang.tracer import current
 # dtypes nc_matmul takes as stationary and moving, whose products by 1.0 are exact in fp32
 _MATMUL_FLOATS = ("float32", "bfloat16", "float16")
 # PSUM banks an fp32 broadcast may occupy and still stay in PSUM for its consumer: where
-# neuronx-cc keeps larger results is not documented (our assumption, docs/cost-model.md §4)
+# neuronx-cc keeps larger results is not documented (our assumption, docs/cost-model.md §4).
+# A source constant on purpose: the program cache keys on nki's sources, not on values
+# patched at run time, so an experiment must edit it here, not monkeypatch it
 PSUM_RESIDENT_BANKS = 1
 
 
