@@ -81,6 +81,19 @@ def test_collectives_across_ranks(backend, kind, world):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather"])
+def test_a_rank_list_of_sixteen_ranks(backend, kind):
+    """nki-library's sb2sb all-gather runs tp16..tp64: a rank-list longer than the
+    instruction row's ints is still one collective over every rank."""
+    world = 16
+    rng = np.random.default_rng(16)
+    xs = [rng.standard_normal((16, 8)).astype(np.float32) for _ in range(world)]
+    outs = nki.multi_rank_simulate(_jit(_collective_kernel, backend=backend), world_size=world,
+                                   per_rank_inputs=[((x, kind, world), {}) for x in xs])
+    for got, want in zip(outs, _references(xs, kind)):
+        np.testing.assert_array_equal(got, want)
+
+
 def _rank_scaled(x, scale):
     """rank_id() is the world rank: each rank scales by (rank + 1) * scale."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)

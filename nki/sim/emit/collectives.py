@@ -350,8 +350,23 @@ _REDUCE = {int(Alu.add): np.add, int(Alu.maximum): np.maximum, int(Alu.minimum):
 
 
 def _group(irow, at: int) -> tuple[int, ...]:
+    """The rank-list ``group_ints`` wrote at column ``at``."""
     n = int(irow[at])
+    if n < 0:
+        start, step = int(irow[at + 1]), int(irow[at + 2])
+        return tuple(start + i * step for i in range(-n))
     return tuple(int(c) for c in irow[at + 1:at + 1 + n])
+
+
+def group_ints(group) -> tuple[int, ...]:
+    """A rank-list as row ints: ``-n, start, step`` for an arithmetic progression (rank-lists
+    of 16-64 ranks must fit the instruction row's 16 ints), else ``n, members...``."""
+    group = tuple(int(c) for c in group)
+    if len(group) > 2:
+        step = group[1] - group[0]
+        if all(b - a == step for a, b in zip(group, group[1:])):
+            return (-len(group), group[0], step)
+    return (len(group), *group)
 
 
 @host_op(Opcode.CORE_BARRIER)
@@ -568,8 +583,7 @@ def _roles(ops: dict, prefix: str) -> list:
 
 @emitter(Opcode.CORE_BARRIER, host_call)
 def encode_core_barrier(ins, w, ops):
-    cores = ins.attr("cores")
-    w.ints(len(cores), *cores).operand(ops.get("data"))
+    w.ints(*group_ints(ins.attr("cores"))).operand(ops.get("data"))
 
 
 @emitter(Opcode.SENDRECV, host_call)
@@ -585,7 +599,7 @@ def encode_collective(ins, w, ops):
     dsts, srcs = _roles(ops, "dst"), _roles(ops, "src")
     group = ins.attr("group")
     w.ints(_KINDS.index(ins.attr("kind")), len(srcs), int(ins.attr("op") or 0),
-           ins.attr("dim"), len(group), *group)
+           ins.attr("dim"), *group_ints(group))
     for op in dsts + srcs:
         w.operand(op)
 
@@ -602,7 +616,7 @@ def encode_device_print(ins, w, ops):
 def encode_collective_v(ins, w, ops):
     group = ins.attr("group")
     w.ints(_V_KINDS.index(ins.attr("kind")), int(ins.attr("recv_known")),
-           int(ins.attr("rdispls")), len(group), *group)
+           int(ins.attr("rdispls")), *group_ints(group))
     w.operand(ops["dst0"]).operand(ops["src0"]).operand(ops["meta"]).operand(
         ops.get("meta_out"))
 
