@@ -5,7 +5,9 @@ Each rank is a simulated device of its own: its own HBM, SBUF and PSUM, its own 
 (``ncc.rank_id()`` is the rank, ``ReplicaGroup`` ranks are world ranks). The ranks run
 concurrently as threads of one launch (``nki.sim.runtime.run_cores``), so they meet in
 every ``nki.collectives`` call exactly as the cores of an LNC launch do, deadlock reports
-included. Each rank runs one core (``kernel[1]``).
+included. Each rank runs ``kernel[lnc]``'s LNC cores on its own HBM; in a collective, LNC
+core c of every rank meets LNC core c of the others (each LNC core issues its own call, as
+nki-library's LNC2 collective kernels are written), and ``nki.lnc`` calls stay within a rank.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from nki.errors import NkiTypeError, NkiValueError, fail
+from nki.errors import NkiTypeError, NkiValueError
 from nki.ir.target import get_target
 from nki.jit.args import to_tensor_arg
 from nki.jit.kernel import Kernel, finish_call, prepare_call
@@ -42,9 +44,6 @@ def multi_rank_simulate(kernel, *, world_size: int, per_rank_inputs) -> list:
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise NkiValueError("nki_invalid_argument", f"world_size must be a positive int, got "
                             f"{world_size!r}", loc)
-    if kernel._lnc != 1:
-        raise fail("nki_lnc_degree", f"multi_rank_simulate runs one core per rank; "
-                   f"kernel[{kernel._lnc}] launches are not supported as ranks", loc)
     pairs = _rank_pairs(per_rank_inputs, world_size, loc)
     bound = [kernel._positional(args, kwargs) for args, kwargs in pairs]
     _check_agreement(kernel, bound, loc)
@@ -56,7 +55,7 @@ def multi_rank_simulate(kernel, *, world_size: int, per_rank_inputs) -> list:
     exes = [e for c in calls for e in c.exes]
     views = [c.view for c in calls for _ in c.exes]
     run_cores(exes, views, get_target(calls[0].spec.settings.target),
-              calls[0].spec.settings.check_uninit)
+              calls[0].spec.settings.check_uninit, cores_per_rank=kernel._lnc)
     return [finish_call(c) for c in calls]
 
 

@@ -249,11 +249,49 @@ def register_store(dst, src) -> Instr:
 
 
 def scalar_register(call: Call, value) -> VirtualRegister:
-    """A register holding ``value``: itself, or a fresh one loaded from a 1-element tile."""
+    """A register holding ``value``: itself, or one loaded from a 1-element tile (the one
+    loaded before from the same tile, unwritten since, once a kernel has used half the
+    register file: see ``_reused_load``)."""
     if isinstance(value, VirtualRegister):
         return value
+    reused = _reused_load(call.trace, value)
+    if reused is not None:
+        return reused
     reg = _new_register(call)
-    _emit_load(call, reg, value)
+    ins = _emit_load(call, reg, value)
+    if call.trace.num_registers >= _REUSE_LOADS_AFTER and isinstance(value, NkiTensor):
+        key, src = value.access(), ins.reads[0][1]
+        if not register_terms(key.offset) and not register_terms(src.offset):
+            body = call.trace._stack[-1]
+            call.trace.__dict__.setdefault("_register_loads", {})[key] = \
+                [reg, body, len(body), {key.tensor, src.tensor}]
+    return reg
+
+
+# Kernels like nki-library's MoE ones pass one tile as ``.ap(scalar_offset=tile)`` thousands
+# of times; a register per call would fill the register file. Past half of it, a load is
+# reused while nothing since wrote the tile (checked on the straight-line statements of the
+# same body; any nested loop between counts as a write). Below that, each call keeps its own
+# load, so loop bodies stay identical per iteration for rerolling.
+_REUSE_LOADS_AFTER = MAX_REGISTERS // 2
+
+
+def _reused_load(trace: Trace, value) -> VirtualRegister | None:
+    loads = trace.__dict__.get("_register_loads")
+    if not loads or not isinstance(value, NkiTensor):
+        return None
+    key = value.access()
+    entry = loads.get(key)
+    if entry is None:
+        return None
+    reg, body, checked, tensors = entry
+    if body is not trace._stack[-1] or any(
+            not isinstance(st, Instr) or
+            any(getattr(a, "tensor", None) in tensors for _, a in st.writes)
+            for st in body[checked:]):
+        del loads[key]
+        return None
+    entry[2] = len(body)
     return reg
 
 

@@ -6,6 +6,8 @@ views; nothing here touches the trace.
 
 from __future__ import annotations
 
+import math
+
 from nki.ir.types import BY_NAME, DType
 from nki.lang.tensor import DynSlice, NkiTensor
 from nki.lang.tracer import validation
@@ -270,6 +272,20 @@ def dtype_view(t: NkiTensor, dtype) -> NkiTensor:
                          "not aligned to the new dtype")
     dims.append((1, nbytes // new.itemsize))
     return t._new(tuple(dims), off=t._off * old.itemsize // new.itemsize, dtype=new)
+
+
+def check_hbm_span(t: NkiTensor, off: int, pairs, dt) -> None:
+    """A fixed HBM access pattern must stay inside its tensor: elements ``off + sum(i*s)``
+    for ``0 <= i < count`` (in ``dt`` elements) within the tensor's storage."""
+    size = math.prod(t.decl.shape) * t.decl.dtype.itemsize // dt.itemsize
+    low = off + sum((c - 1) * s for s, c in pairs if s < 0 and c > 0)
+    high = off + sum((c - 1) * s for s, c in pairs if s > 0 and c > 0)
+    if any(c <= 0 for _, c in pairs):
+        return
+    if low < 0 or high >= size:
+        raise validation("err_tensor_access_out_of_bound", f".ap on {t.name!r} reaches "
+                         f"elements {low}..{high}, outside its {size} elements "
+                         f"({dt.name}); pattern {[list(p) for p in pairs]}, offset {off}")
 
 
 def ap_view(t: NkiTensor, pattern, offset, dtype) -> NkiTensor:

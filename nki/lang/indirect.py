@@ -12,6 +12,8 @@ index values keep a row inside the tensor, and the runtime checks each row again
 
 from __future__ import annotations
 
+import numpy as np
+
 from nki.ir.nodes import Instr
 from nki.ir.ops import Alu, Engine, OobMode, Opcode
 from nki.ir.types import Memory
@@ -24,6 +26,7 @@ from nki.lang.control import (
     scalar_register,
 )
 from nki.lang.hints import records
+from nki.lang.indexing import check_hbm_span
 from nki.lang.operators import as_alu
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import validation
@@ -71,6 +74,12 @@ def dynamic_ap(t: NkiTensor, view: NkiTensor, scalar_offset, vector_offset,
         raise call.error("nki_invalid_argument", ".ap takes scalar_offset or vector_offset, "
                          "not both")
     stride = _dim_stride(t, view, int(indirect_dim), ".ap")
+    if isinstance(scalar_offset, (int, np.integer)) and not isinstance(scalar_offset, bool):
+        # a trace-time int (e.g. ``ncc.rank_id()``): the same move, known when tracing
+        moved = int(scalar_offset) * stride + view._off
+        if not t.on_chip and isinstance(moved, int):
+            check_hbm_span(t, moved, view._dims, view.dtype)
+        return view._new(view._dims, off=moved)
     if scalar_offset is not None:
         reg = scalar_offset
         if not hasattr(reg, "nki_affine"):

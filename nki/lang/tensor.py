@@ -294,10 +294,12 @@ class NkiTensor:
     def ap(self, pattern, offset: int | None = None, *, dtype=None, scalar_offset=None,
            vector_offset=None, indirect_dim: int = 0) -> NkiTensor:
         """Address the underlying storage with ``[[stride, count], ...]`` pairs."""
-        from nki.lang.indexing import ap_view
+        from nki.lang.indexing import ap_view, check_hbm_span
 
         view = ap_view(self, pattern, offset, dtype)
         if scalar_offset is None and vector_offset is None:
+            if not self.on_chip and isinstance(view._off, int):
+                check_hbm_span(self, view._off, view._dims, view.dtype)
             return view
         from nki.lang.indirect import dynamic_ap
 

@@ -208,11 +208,13 @@ def _over_budget(core: int, g: Generated, loopvars: np.ndarray) -> NkiRuntimeErr
 
 
 def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
-              target: Target, check_uninit: bool = False) -> list[RunRecord]:
+              target: Target, check_uninit: bool = False,
+              cores_per_rank: int | None = None) -> list[RunRecord]:
     """Run one program per core; cores run concurrently (nogil code) and meet in one
     ``Launch``: core 0 on the calling thread, the others in threads. ``hbm``: the HBM the
     cores share (an LNC launch), or one per core (the ranks of a multi-rank run: separate
-    devices whose only link is the collectives). Accumulators read before any write warn
+    devices whose only link is the collectives; the ``cores_per_rank`` LNC cores of a rank
+    are given its one HBM). Accumulators read before any write warn
     afterwards, or raise with ``check_uninit`` (nki/sim/uninit.py).
 
     Ctrl-C stops a run within one instruction (nki/sim/interrupt.py) and raises
@@ -221,7 +223,7 @@ def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
     for exe in exes:
         exe.prepare()
     errors: list = []
-    launch = host.Launch(len(exes))
+    launch = host.Launch(len(exes), cores_per_rank)
     hbms = hbm if isinstance(hbm, list) else [hbm] * len(exes)
     runs = [_CoreRun(exe, i) for i, exe in enumerate(exes)]
     threads = [threading.Thread(target=_run_core, args=(r, h, target, errors, launch),

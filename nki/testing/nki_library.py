@@ -18,6 +18,12 @@ for the run, and nothing else; each item is the one allowed exception to "no mon
    same function as ``neuron_dtypes.static_cast``).
 2. ``Orchestrator._compiled_kernel = None`` as a class default: in simulation mode the
    harness never sets it, and ``_rename_neff_outputs_to_python_names`` reads it.
+3. ``Orchestrator._run_simulator_inference`` for multi-rank tests only
+   (``InferenceArgs.collective_ranks > 1``): the suite's ``simulate_kernel`` takes one input
+   dict, so a ``PerRankLazyInputGenerator`` (or one dict meant for every rank) never reaches
+   the ranks. Those tests run on ``nki.multi_rank_simulate`` with each rank's inputs, and
+   each rank's outputs are dumped to ``infer_result/output_worker_{r}/``, where the suite's
+   ``OutputValidator`` looks for them. Single-rank tests keep the suite's own code path.
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ import enum
 import importlib.abc
 import importlib.util
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 
@@ -132,3 +140,63 @@ def pytest_configure(config):
     orchestrator = sys.modules.get("test.utils.test_orchestrator")
     if orchestrator is not None and not hasattr(orchestrator.Orchestrator, "_compiled_kernel"):
         orchestrator.Orchestrator._compiled_kernel = None
+    if orchestrator is not None and not getattr(orchestrator.Orchestrator,
+                                                "_nki_multi_rank_routed", False):
+        _route_multi_rank(orchestrator)
+
+
+def _route_multi_rank(harness: ModuleType) -> None:
+    """Patch 3 of the module docstring: multi-rank tests go to ``nki.multi_rank_simulate``.
+    ``harness`` is the suite's ``test.utils.test_orchestrator`` module."""
+    single_rank = harness.Orchestrator._run_simulator_inference
+
+    def _run_simulator_inference(self, kernel_under_test):
+        if kernel_under_test.inference_args.collective_ranks <= 1:
+            return single_rank(self, kernel_under_test)
+        try:
+            with self.emitter.get_collector().timer(harness.MetricName.SIMULATION_TIME):
+                per_rank = simulate_ranks(kernel_under_test)
+        except Exception as e:  # the suite's own wrapping of a failed inference
+            raise harness.InferenceException(str(e)) from e
+        root = os.path.join(self.fs_config.artifacts_output_directory_path,
+                            harness.INF_ARTIFACT_DIR_NAME)
+        for rank, tensors in enumerate(per_rank):
+            self.__dump_tensors__(os.path.join(root, f"output_worker_{rank}"), tensors,
+                                  lambda name: name)
+        return root
+
+    harness.Orchestrator._run_simulator_inference = _run_simulator_inference
+    harness.Orchestrator._nki_multi_rank_routed = True
+
+
+def simulate_ranks(kernel_under_test) -> list[dict]:
+    """Each rank's outputs of a multi-rank test, named and typed like its golden tensors
+    (the suite's ``run_simulator_inference``, once per rank)."""
+    from test.utils.common_dataclasses import PerRankLazyInputGenerator, normalize_golden_output
+
+    import nki
+
+    world = kernel_under_test.inference_args.collective_ranks
+    compiler = kernel_under_test.compiler_input
+    os.environ["NKI_NC_VERSION"] = compiler.platform_target.get_nc_gen()
+    given = kernel_under_test.kernel_input or {}
+    inputs = [given.for_rank(r) if isinstance(given, PerRankLazyInputGenerator) else given
+              for r in range(world)]
+    pairs = [((), {k.removesuffix(".must_alias_input"): v for k, v in rank_inputs.items()})
+             for rank_inputs in inputs]
+    kernel = kernel_under_test.kernel_func
+    if compiler.logical_nc_config > 1:
+        kernel = kernel[compiler.logical_nc_config]
+    results = nki.multi_rank_simulate(kernel, world_size=world, per_rank_inputs=pairs)
+    golden_output = kernel_under_test.validation_args.golden_output
+    per_rank = []
+    for rank, result in enumerate(results):
+        outputs = [] if result is None else list(result) if isinstance(result, (list, tuple)) \
+            else [result]
+        golden = normalize_golden_output(golden_output, rank_id=rank)
+        if len(outputs) != len(golden):
+            raise RuntimeError(f"rank {rank}: kernel returned {len(outputs)} outputs but "
+                               f"expected {len(golden)} ({list(golden)})")
+        per_rank.append({name: np.asarray(out, dtype=g.dtype)
+                         for (name, g), out in zip(golden.items(), outputs)})
+    return per_rank

@@ -129,3 +129,65 @@ def test_dma_transpose_of_gathered_blocks(backend):
     out = nki.jit(gathered_transpose, backend=backend)(cache, table)
     want = cache[table[:, 0]].reshape(32, 1, 4, 16).transpose(3, 1, 2, 0)
     np.testing.assert_array_equal(out.view(np.uint16), want.view(np.uint16))
+
+
+def rank_slice(table):
+    """test_collectives' rank_id idiom: ``ncc.rank_id()`` (a trace-time int) as the
+    ``scalar_offset`` of ``.ap``, so each rank copies its own slice of ``table``."""
+    import nki.collectives as ncc
+
+    _, h, w = table.shape
+    out = nl.ndarray((h, w), dtype=table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=table.ap(pattern=[[w, h], [1, w]], scalar_offset=ncc.rank_id(),
+                                        indirect_dim=0))
+    return out
+
+
+def test_an_int_scalar_offset_moves_the_view_per_rank(backend):
+    table = np.arange(2 * 4 * 8, dtype=np.float32).reshape(2, 4, 8)
+    kernel = nki.jit(rank_slice, backend=backend)
+    outs = nki.multi_rank_simulate(kernel, world_size=2, per_rank_inputs=[((table,), {})] * 2)
+    for rank, out in enumerate(outs):
+        np.testing.assert_array_equal(out, table[rank])
+
+
+def int_offset_past_the_end(table):
+    out = nl.ndarray(table.shape[1:], dtype=table.dtype, buffer=nl.shared_hbm)
+    _, h, w = table.shape
+    nisa.dma_copy(dst=out, src=table.ap(pattern=[[w, h], [1, w]], scalar_offset=2,
+                                        indirect_dim=0))
+    return out
+
+
+def test_an_int_scalar_offset_past_the_end_is_an_error(backend):
+    table = np.zeros((2, 4, 8), np.float32)
+    with pytest.raises(nki.errors.NkiError, match="nki_"):
+        nki.jit(int_offset_past_the_end, backend=backend)(table)
+
+
+def many_offset_loads(table, starts):
+    """nki-library's MoE idiom: one index tile as ``.ap(scalar_offset=)`` of thousands of
+    DMAs (more than the register file holds, one register each), and the tile rewritten
+    between two of them (the second must see the new index)."""
+    n, w = table.shape
+    for _ in range(2000):                      # a kernel already using half the file
+        nisa.register_alloc(0)
+    idx = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=starts[0:1, 0:1])
+    out = nl.ndarray((3, w), dtype=table.dtype, buffer=nl.shared_hbm)
+    row = nl.ndarray((1, w), dtype=table.dtype, buffer=nl.sbuf)
+    for _ in range(2000):
+        nisa.dma_copy(dst=row, src=table.ap([[w, 1], [1, w]], 0, scalar_offset=idx))
+    nisa.dma_copy(dst=out[0:1, :], src=row)
+    nisa.dma_copy(dst=idx, src=starts[0:1, 1:2])
+    nisa.dma_copy(dst=row, src=table.ap([[w, 1], [1, w]], 0, scalar_offset=idx))
+    nisa.dma_copy(dst=out[1:2, :], src=row)
+    nisa.dma_copy(dst=out[2:3, :], src=table.ap([[w, 1], [1, w]], 0, scalar_offset=idx))
+    return out
+
+
+def test_an_index_tile_used_thousands_of_times_shares_its_register(backend):
+    table = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    starts = np.array([[5, 2]], np.int32)
+    out = nki.jit(many_offset_loads, backend=backend)(table, starts)
+    np.testing.assert_array_equal(out, table[[5, 2, 2]])

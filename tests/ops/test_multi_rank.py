@@ -81,6 +81,19 @@ def test_collectives_across_ranks(backend, kind, world):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("kind", ["all_reduce", "all_gather"])
+def test_a_rank_list_of_sixteen_ranks(backend, kind):
+    """nki-library's sb2sb all-gather runs tp16..tp64: a rank-list longer than the
+    instruction row's ints is still one collective over every rank."""
+    world = 16
+    rng = np.random.default_rng(16)
+    xs = [rng.standard_normal((16, 8)).astype(np.float32) for _ in range(world)]
+    outs = nki.multi_rank_simulate(_jit(_collective_kernel, backend=backend), world_size=world,
+                                   per_rank_inputs=[((x, kind, world), {}) for x in xs])
+    for got, want in zip(outs, _references(xs, kind)):
+        np.testing.assert_array_equal(got, want)
+
+
 def _rank_scaled(x, scale):
     """rank_id() is the world rank: each rank scales by (rank + 1) * scale."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -130,10 +143,30 @@ def test_rank_input_rules(inputs, cls, code, words):
         nki.multi_rank_simulate(_rank_scaled, world_size=2, per_rank_inputs=inputs)
 
 
-def test_lnc_launches_are_not_ranks():
-    with pytest.raises(NkiValidationError, match=_err("nki_lnc_degree", "one core per rank")):
-        nki.multi_rank_simulate(_jit(_rank_scaled)[2], world_size=2,
-                                per_rank_inputs=[((np.ones((4, 8), np.float32), 1.0), {})] * 2)
+def _lnc_sharded_gather(x):
+    """nki-library's LNC2 collective idiom (sb2sb all-gather, tiled): each LNC core of a rank
+    all-gathers its own row shard across the ranks; a core barrier inside the rank."""
+    world, n = 2, nl.num_programs(axes=0)
+    me = nl.program_id(0)
+    rows = x.shape[0] // n
+    rg = ncc.ReplicaGroup([list(range(world))])
+    src = _to_hbm(x[nl.ds(me * rows, rows), :])
+    got = nl.ndarray((rows * world, x.shape[1]), dtype=x.dtype, buffer=nl.private_hbm)
+    ncc.all_gather(srcs=[src], dsts=[got], replica_group=rg, collective_dim=0)
+    out = nl.ndarray((n, rows * world, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[me], src=got)
+    return out
+
+
+def test_lnc_cores_of_each_rank_meet_their_peers(backend):
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((8, 16)).astype(np.float32) for _ in range(2)]
+    outs = nki.multi_rank_simulate(_jit(_lnc_sharded_gather, backend=backend)[2], world_size=2,
+                                   per_rank_inputs=[((x,), {}) for x in xs])
+    for got in outs:
+        for core in range(2):   # core c's shard of every rank, in rank order
+            want = np.concatenate([x[core * 4:(core + 1) * 4] for x in xs])
+            np.testing.assert_array_equal(got[core], want)
 
 
 def _half_reduce(x):

@@ -178,8 +178,11 @@ class Launch:
     Every method runs under ``cond``; a waiting core sleeps on it and is woken by any change.
     """
 
-    def __init__(self, num_cores: int):
+    def __init__(self, num_cores: int, cores_per_rank: int | None = None):
         self.num_cores = num_cores
+        # None: one LNC launch, whose cores are the collectives' ranks; else a multi-rank
+        # run of ``num_cores // cores_per_rank`` ranks, rank r's LNC core c at r * k + c
+        self.cores_per_rank = cores_per_rank
         self.cond = threading.Condition()
         self.finished = [False] * num_cores
         self.waits: list = [None] * num_cores          # (text, ready predicate) per core
@@ -199,6 +202,17 @@ class Launch:
         with self.cond:
             self.broken = self.broken or reason
             self.cond.notify_all()
+
+    def rank_cores(self, me: int, ranks) -> tuple[int, ...]:
+        """The launch cores of collective ``ranks`` as seen from core ``me``: LNC core c of
+        a rank meets LNC core c of the other ranks (each LNC core issues its own call)."""
+        k = self.cores_per_rank
+        return tuple(ranks) if k is None else tuple(r * k + me % k for r in ranks)
+
+    def lnc_cores(self, me: int, cores) -> tuple[int, ...]:
+        """The launch cores of LNC cores ``cores`` (``nki.lnc`` calls) of ``me``'s rank."""
+        k = self.cores_per_rank or self.num_cores
+        return tuple(me // k * k + c for c in cores)
 
     # ----- waiting with deadlock detection -------------------------------------------------
     def wait(self, core: int, text: str, ready: Callable, loc):
@@ -350,16 +364,32 @@ _REDUCE = {int(Alu.add): np.add, int(Alu.maximum): np.maximum, int(Alu.minimum):
 
 
 def _group(irow, at: int) -> tuple[int, ...]:
+    """The rank-list ``group_ints`` wrote at column ``at``."""
     n = int(irow[at])
+    if n < 0:
+        start, step = int(irow[at + 1]), int(irow[at + 2])
+        return tuple(start + i * step for i in range(-n))
     return tuple(int(c) for c in irow[at + 1:at + 1 + n])
+
+
+def group_ints(group) -> tuple[int, ...]:
+    """A rank-list as row ints: ``-n, start, step`` for an arithmetic progression (rank-lists
+    of 16-64 ranks must fit the instruction row's 16 ints), else ``n, members...``."""
+    group = tuple(int(c) for c in group)
+    if len(group) > 2:
+        step = group[1] - group[0]
+        if all(b - a == step for a, b in zip(group, group[1:])):
+            return (-len(group), group[0], step)
+    return (len(group), *group)
 
 
 @host_op(Opcode.CORE_BARRIER)
 def _core_barrier(call: HostCall) -> None:
     """ints: group size, members."""
     text, loc = call.where()
-    call.ctx.launch.collective(call.ctx.core, _group(call.irow, 2),
-                               {"kind": "barrier", "sig": ""}, text, loc)
+    launch, me = call.ctx.launch, call.ctx.core
+    launch.collective(me, launch.lnc_cores(me, _group(call.irow, 2)),
+                      {"kind": "barrier", "sig": ""}, text, loc)
 
 
 @host_op(Opcode.SENDRECV)
@@ -370,6 +400,7 @@ def _sendrecv(call: HostCall) -> None:
     send_to, recv_from, pipe, op = (int(v) for v in call.irow[2:6])
     text, loc = call.where()
     launch, me = call.ctx.launch, call.ctx.core
+    send_to, recv_from = launch.lnc_cores(me, (send_to, recv_from))
     mine = call.bits(1) if op < 0 else call.f32(1)
     # the reduce flag is part of the channel: a sendrecv never pairs with a sendrecv_compute
     box = ("sendrecv", pipe, op >= 0)
@@ -402,9 +433,9 @@ def _join(chunks: list[np.ndarray], dim: int) -> np.ndarray:
 def _collective(call: HostCall) -> None:
     """ints: kind, pairs, alu op, dim, group size, members...; operands dst_i then src_i."""
     kind, pairs, op, dim = (int(v) for v in call.irow[2:6])
-    group = _group(call.irow, 6)
     text, loc = call.where()
     me, launch = call.ctx.core, call.ctx.launch
+    group = launch.rank_cores(me, _group(call.irow, 6))
     if kind == 4:
         return _permute(call, text, loc)
     reduce = kind in (0, 2)
@@ -435,8 +466,9 @@ def _fold(op: int, arrays: list[np.ndarray]) -> np.ndarray:
 
 def _permute(call: HostCall, text: str, loc) -> None:
     """collective_permute: ints[6:8] = send_to, recv_from (-1: none)."""
-    send_to, recv_from = int(call.irow[7]), int(call.irow[8])
     launch, me = call.ctx.launch, call.ctx.core
+    send_to, recv_from = (launch.rank_cores(me, (r,))[0] if r >= 0 else r
+                          for r in (int(call.irow[7]), int(call.irow[8])))
     if send_to >= 0:
         launch.send(me, send_to, "permute", call.bits(1))
     if recv_from >= 0:
@@ -469,9 +501,10 @@ def _collective_v(call: HostCall) -> None:
     metadata read (rows x n uint32), metadata written (row 2, unless recv_counts_known; the
     same tensor except after a prepare, whose snapshot is read)."""
     kind, known, rdispls = (int(v) for v in call.irow[2:5])
-    group = _group(call.irow, 5)
     text, loc = call.where()
-    me, n = call.ctx.core, len(group)
+    me = call.ctx.core
+    group = call.ctx.launch.rank_cores(me, _group(call.irow, 5))
+    n = len(group)
     meta = call.bits(2).reshape(-1, n)
     chunks = _send_chunks(call, meta, call.bits(1).reshape(-1))
     posts = call.ctx.launch.collective(me, group, {"kind": _V_KINDS[kind], "sig": "",
@@ -501,6 +534,7 @@ def _permute_implicit(call: HostCall) -> None:
     ch, to, frm, op = (int(v) for v in call.irow[2:6])
     text, loc = call.where()
     launch, me = call.ctx.launch, call.ctx.core
+    to, frm = launch.rank_cores(me, (to, frm))
     if op < 0:
         payload = call.bits(1)
     else:
@@ -568,8 +602,7 @@ def _roles(ops: dict, prefix: str) -> list:
 
 @emitter(Opcode.CORE_BARRIER, host_call)
 def encode_core_barrier(ins, w, ops):
-    cores = ins.attr("cores")
-    w.ints(len(cores), *cores).operand(ops.get("data"))
+    w.ints(*group_ints(ins.attr("cores"))).operand(ops.get("data"))
 
 
 @emitter(Opcode.SENDRECV, host_call)
@@ -585,7 +618,7 @@ def encode_collective(ins, w, ops):
     dsts, srcs = _roles(ops, "dst"), _roles(ops, "src")
     group = ins.attr("group")
     w.ints(_KINDS.index(ins.attr("kind")), len(srcs), int(ins.attr("op") or 0),
-           ins.attr("dim"), len(group), *group)
+           ins.attr("dim"), *group_ints(group))
     for op in dsts + srcs:
         w.operand(op)
 
@@ -602,7 +635,7 @@ def encode_device_print(ins, w, ops):
 def encode_collective_v(ins, w, ops):
     group = ins.attr("group")
     w.ints(_V_KINDS.index(ins.attr("kind")), int(ins.attr("recv_known")),
-           int(ins.attr("rdispls")), len(group), *group)
+           int(ins.attr("rdispls")), *group_ints(group))
     w.operand(ops["dst0"]).operand(ops["src0"]).operand(ops["meta"]).operand(
         ops.get("meta_out"))
 
