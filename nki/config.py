@@ -17,7 +17,7 @@
 | ``NKI_TORCH_AUTOLOAD`` | 1: ``import torch`` enables the ``neuron`` device | 0 |
 | ``NEURON_SIM_DEVICE_COUNT`` | how many simulated ``neuron`` devices torch sees | 8 |
 | ``CC`` | C compiler (flags allowed) for the MX x4 dtypes and the bf16 unit's GEMM | ``gcc`` |
-| ``NKI_TIER`` | ``auto``: plain Python while helpers compile in the background; ``compiled``; ``python`` | auto |
+| ``NKI_TIER`` | ``auto`` (plain Python while helpers compile), ``compiled``, ``python`` | auto |
 | ``NKI_BF16_UNIT`` | 0: bf16/fp8 matmuls never use the CPU's bf16 dot unit (fp32 sgemm) | 1 |
 
 Every field can also be overridden per kernel by the keyword of the same name on ``nki.jit``.

@@ -73,14 +73,23 @@ def pure_function(fn: types.FunctionType) -> Callable:
     done = _FUNCS.get(id(fn))
     if done is not None:
         return done
-    twin = _TWINS.get((fn.__module__, fn.__name__))
-    if twin is None:
-        _load_twins()
-        twin = _TWINS.get((fn.__module__, fn.__name__))
-    if twin is not None:
-        _FUNCS[id(fn)] = twin
-        _KEEP.append(fn)
-        return twin
+    _load_twins()
+    twin = _TWINS.get((fn.__module__, fn.__name__)) or interpreted(fn)
+    _FUNCS[id(fn)] = twin
+    _KEEP.append(fn)
+    return twin
+
+
+_INTERPRETED: dict[int, Callable] = {}
+
+
+def interpreted(fn) -> Callable:
+    """``fn`` (or a dispatcher's ``py_func``) as plain Python over pure globals, never its
+    numpy twin: what a twin falls back to for the cases it does not vectorise."""
+    fn = getattr(fn, "py_func", fn)
+    done = _INTERPRETED.get(id(fn))
+    if done is not None:
+        return done
     space = pure_module(sys.modules[fn.__module__]).__dict__
     closure = None
     if fn.__closure__:
@@ -88,11 +97,17 @@ def pure_function(fn: types.FunctionType) -> Callable:
     twin = types.FunctionType(fn.__code__, space, fn.__name__, fn.__defaults__, closure)
     twin.__kwdefaults__ = fn.__kwdefaults__
     twin.__doc__, twin.__qualname__ = fn.__doc__, fn.__qualname__
-    _FUNCS[id(fn)] = twin
+    _INTERPRETED[id(fn)] = twin
     _KEEP.append(fn)
     return twin
 
 
+_TWINS_LOADED = False
+
+
 def _load_twins() -> None:
     """Import the numpy twins (they register themselves) once."""
-    import nki.sim.helpers.pure_twins  # noqa: F401
+    global _TWINS_LOADED
+    if not _TWINS_LOADED:
+        _TWINS_LOADED = True
+        import nki.sim.helpers.pure_twins  # noqa: F401

@@ -5,3 +5,105 @@ vectorised here, never arithmetic whose rounding could differ.
 """
 
 from __future__ import annotations
+
+import numpy as np
+
+from nki.sim.helpers import alu, memory
+from nki.sim.helpers.pure import interpreted, vectorised
+from nki.sim.emit import reduce
+from nki.sim.transcend import base, elementary
+
+# The arithmetic column operators, as numpy ufuncs: IEEE fp32 operations, as in the loops
+_COLUMN_UFUNCS = {alu.ADD: np.add, alu.SUB: np.subtract, alu.MUL: np.multiply,
+                  alu.DIV: np.divide}
+
+
+@vectorised("nki.sim.helpers.memory", "copy_row")
+def copy_row(dst, src):
+    """``memory.copy_row``; a forward element loop over overlapping rows stays a loop."""
+    if np.shares_memory(dst, src) and not (dst.ctypes.data == src.ctypes.data
+                                           and dst.strides == src.strides):
+        return interpreted(memory.copy_row)(dst, src)
+    dst[:] = src
+    return None
+
+
+@vectorised("nki.sim.helpers.alu", "col_into")
+def col_into(op, d, c, c_first):
+    """``alu.col_into``: the four arithmetic operators as one ufunc call (MAX/MIN and their
+    NaN rules keep the interpreted loop)."""
+    ufunc = _COLUMN_UFUNCS.get(op)
+    if ufunc is None:
+        return interpreted(alu.col_into)(op, d, c, c_first)
+    with np.errstate(all="ignore"):
+        d[...] = ufunc(c, d) if c_first else ufunc(d, c)
+    return True
+
+
+@vectorised("nki.sim.transcend.elementary", "exp")
+def exp(x, out=None):
+    """``elementary.exp``: ``_exp_k``'s steps on whole arrays, its branches as selections."""
+    flat = x.ravel()
+    if out is None:
+        out = np.empty(flat.size, np.float32)
+    v = flat.astype(np.float32, copy=False)
+    with np.errstate(all="ignore"):
+        inside = (v >= base._EXP_MIN) & (v <= base._EXP_MAX)      # False for NaN too
+        hi = np.where(inside, v, base._ZERO)
+        k = np.floor(hi * base._LOG2E + base._HALF)
+        r = ((hi - k * base._LN2_HI) + base._ZERO) - k * base._LN2_LO
+        poly = base._E2 + r * (base._E3 + r * (base._E4 + r * (base._E5 + r * base._E6)))
+        p = base._ONE + (r + r * r * poly)
+        ki = k.astype(np.int32)
+        k1 = ki >> 1
+        s1 = ((k1 + 127) << 23).astype(np.int32).view(np.float32)
+        s2 = ((ki - k1 + 127) << 23).astype(np.int32).view(np.float32)
+        res = p * s1 * s2
+    res = np.where(v > base._EXP_MAX, base._INF, res)
+    res = np.where(v < base._EXP_MIN, base._ZERO, res)
+    out[:] = np.where(v != v, v, res)
+    return out.reshape(x.shape)
+
+
+def _fold_step(op, acc, col):
+    """``alu._scalar`` on whole columns (``_max``/``_min``: the first operand if it is NaN)."""
+    if op == alu.ADD:
+        return acc + col
+    if op == alu.SUB:
+        return acc - col
+    if op == alu.MUL:
+        return acc * col
+    if op == alu.MAX:
+        return np.where((acc >= col) | (acc != acc), acc, col)
+    return np.where((acc <= col) | (acc != acc), acc, col)
+
+
+@vectorised("nki.sim.helpers.alu", "fold_rows_f32")
+def fold_rows_f32(op, start, y):
+    """``alu.fold_rows_f32``: every row's chain in the same column order, all rows per step."""
+    acc = start.astype(np.float32)
+    with np.errstate(all="ignore"):
+        for j in range(y.shape[1]):
+            acc = _fold_step(op, acc, y[:, j]).astype(np.float32, copy=False)
+    return acc
+
+
+@vectorised("nki.sim.emit.reduce", "_lane_extremes")
+def _lane_extremes(is_max, row, acc):
+    """``reduce._lane_extremes``: Python's ``max``/``min`` (the new value only if it is
+    strictly beyond, as Numba's builtins too) per lane, one chunk at a time."""
+    W = acc.size
+    chunks = row[:row.size // W * W].reshape(-1, W)
+    for chunk in chunks:
+        better = chunk > acc if is_max else chunk < acc
+        acc[better] = chunk[better]
+
+
+@vectorised("nki.sim.emit.reduce", "_first_nan")
+def _first_nan(row) -> int:
+    """``reduce._first_nan``."""
+    nan = np.isnan(row)
+    return int(np.argmax(nan)) if nan.any() else -1
+
+
+assert elementary.exp is not None and reduce is not None   # the modules twinned here
