@@ -59,7 +59,12 @@ def _python_runner(pure: bool = False):
         L[ROW_SLOT] = k
         return impls[IT[k, 0]](H, S, PS, IT[k], FT[k], L)
 
-    return run_instr_py
+    def run_instr_pure(ADDR, H, S, PS, IT, FT, k, L):
+        with np.errstate(all="ignore"):   # numpy scalars warn where compiled code is silent
+            L[ROW_SLOT] = k
+            return impls[IT[k, 0]](H, S, PS, IT[k], FT[k], L)
+
+    return run_instr_pure if pure else run_instr_py
 
 
 @dataclass

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from nki.sim.emit import reduce
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import interpreted, vectorised
-from nki.sim.emit import reduce
 from nki.sim.transcend import base, elementary
 
 # The arithmetic column operators, as numpy ufuncs: IEEE fp32 operations, as in the loops
