@@ -64,6 +64,26 @@ def test_column_twin_gives_the_compiled_bits(rng, op, c_first):
         np.testing.assert_array_equal(_bits(mine), _bits(theirs))
 
 
+@pytest.mark.parametrize("op", [alu.ADD, alu.SUB, alu.MUL, alu.DIV, alu.MAX])
+def test_row_twin_gives_the_compiled_bits(rng, op):
+    d, x = _special_floats(rng, 300), _special_floats(rng, 300)[::-1].copy()
+    for x_first in (False, True):
+        mine, theirs = d.copy(), d.copy()
+        assert pure_value(alu.row_into)(op, mine, x, x_first)
+        assert alu.row_into(op, theirs, x, x_first)
+        np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+
+
+def test_pair_moment_twins_give_the_compiled_bits(rng):
+    rows = [_special_floats(rng, 301) for _ in range(4)]
+    rows[1] = rng.standard_normal(301).astype(np.float32) * 1e4 + 3   # cancellation
+    rows[2][:] = -0.0
+    for fn, extra in ((reduce._pair_sums4, ()),
+                      (reduce._pair_squares4, ((np.float32(1.5),) * 4, (np.float32(-2),) * 4))):
+        mine, theirs = pure_value(fn)(*rows, 150, *extra), fn(*rows, 150, *extra)
+        np.testing.assert_array_equal(_bits(np.array(mine)), _bits(np.array(theirs)))
+
+
 @pytest.mark.parametrize("is_max", [True, False])
 def test_lane_extremes_twin_gives_the_compiled_bits(rng, is_max):
     row = np.where(rng.random(64 * 9) < 0.3, np.float32(0.0), _special_floats(rng, 64 * 9))
