@@ -17,6 +17,7 @@
 | ``NKI_TORCH_AUTOLOAD`` | 1: ``import torch`` enables the ``neuron`` device | 0 |
 | ``NEURON_SIM_DEVICE_COUNT`` | how many simulated ``neuron`` devices torch sees | 8 |
 | ``CC`` | C compiler (flags allowed) for the MX x4 dtypes and the bf16 unit's GEMM | ``gcc`` |
+| ``NKI_TIER`` | ``auto`` (plain Python while helpers compile), ``compiled``, ``python`` | auto |
 | ``NKI_BF16_UNIT`` | 0: bf16/fp8 matmuls never use the CPU's bf16 dot unit (fp32 sgemm) | 1 |
 
 Every field can also be overridden per kernel by the keyword of the same name on ``nki.jit``.
@@ -123,3 +124,17 @@ def bf16_unit_enabled() -> bool:
     """Whether bf16/fp8 matmuls may run on the CPU's bf16 dot unit (:mod:`nki.sim.bf16`);
     read once per process, when that module is imported."""
     return _flag("NKI_BF16_UNIT", True)
+
+
+TIERS = ("auto", "compiled", "python")
+
+
+def tier() -> str:
+    """Which helpers a ``numba``-backend call runs (``nki/sim/tier.py``): ``auto`` (compiled
+    once built, plain Python while they build in the background), ``compiled`` (always; a
+    cold call waits for the compile) or ``python`` (never compiled). Not a kernel setting:
+    the tiers give the same bits, so it stays out of the program cache keys."""
+    value = os.environ.get("NKI_TIER", "").strip().lower() or "auto"
+    if value not in TIERS:
+        raise ValueError(f"NKI_TIER must be one of {', '.join(TIERS)}, got {value!r}")
+    return value

@@ -300,6 +300,10 @@ def prepare_call(spec: Specialization, tensor_args: dict[int, TensorArg],
     inputs = [tensor_args[i] for i in sorted(tensor_args)]
     hbm, in_place = lay_out(spec, inputs)
     backend = spec.settings.backend if profiles is None else "profile"
+    if backend == "numba":     # compiled, or plain Python while helpers compile (NKI_TIER)
+        from nki.sim.tier import tier_of_call
+
+        backend = tier_of_call([c.generated for c in spec.cores])
     view, tables = hbm_for_call(spec, hbm, inputs, in_place)
     exes = [Executable(c.generated, backend, table=t)
             for c, t in zip(spec.cores, tables or [None] * len(spec.cores))]

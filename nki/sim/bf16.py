@@ -30,6 +30,7 @@ import ctypes
 import hashlib
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -93,9 +94,12 @@ def _load() -> tuple[ctypes.CDLL | None, str]:
         path = _library_path()
         if not path.exists():
             t0 = time.perf_counter()
+            print("nki: compiling the bf16 unit's GEMM (bf16gemm.c, once per machine)",
+                  file=sys.stderr, flush=True)
             _compile(path)
             global compiled_seconds
             compiled_seconds = time.perf_counter() - t0
+            print(f"nki: bf16gemm.c compiled in {compiled_seconds:.1f}s", file=sys.stderr)
         lib = ctypes.CDLL(str(path))
     except OSError as e:     # no compiler, a compile error, an unwritable cache folder
         return None, f"the bf16 GEMM did not build: {e}"

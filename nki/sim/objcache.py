@@ -73,6 +73,11 @@ def save(folder: str, name: str, cfunc) -> None:
         os.replace(tmp, path)
 
 
+def saved(folder: str, name: str) -> bool:
+    """Whether object code was kept under ``name`` (it may still fail to load)."""
+    return all(os.path.exists(p) for p in _paths(folder, name))
+
+
 def load(folder: str, name: str) -> int | None:
     """The address of the entry saved under ``name``, or None (not saved, unreadable, or a
     symbol it needs is unknown in this process)."""

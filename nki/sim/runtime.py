@@ -21,7 +21,7 @@ from nki.sim import interrupt, uninit
 from nki.sim.codegen import FAULT_LOOP_BUDGET, ROW_SLOT, STOP_SLOT, Generated
 from nki.sim.emit import collectives as host
 from nki.sim.emit import rng
-from nki.sim.helpers.registry import NLOOPVARS, addresses, python_impls
+from nki.sim.helpers.registry import NLOOPVARS, addresses, pure_impls, python_impls
 from nki.sim.layout import REGS_BYTES
 from nki.sim.profile import InstructionProfile, profiling_runner
 from nki.sim.record import RunRecord, read_record
@@ -50,14 +50,21 @@ def _fault_text(code: int, lv: np.ndarray, g: Generated, row: int) -> str:
     return _FAULTS.get(code, "fault")
 
 
-def _python_runner():
-    impls = python_impls()
+def _python_runner(pure: bool = False):
+    """Runs one instruction row as Python: the helpers' bodies (``pure``: all the way down,
+    the compile-free tier of ``nki/sim/tier.py``)."""
+    impls = pure_impls() if pure else python_impls()
 
     def run_instr_py(ADDR, H, S, PS, IT, FT, k, L):
         L[ROW_SLOT] = k
         return impls[IT[k, 0]](H, S, PS, IT[k], FT[k], L)
 
-    return run_instr_py
+    def run_instr_pure(ADDR, H, S, PS, IT, FT, k, L):
+        with np.errstate(all="ignore"):   # numpy scalars warn where compiled code is silent
+            L[ROW_SLOT] = k
+            return impls[IT[k, 0]](H, S, PS, IT[k], FT[k], L)
+
+    return run_instr_pure if pure else run_instr_py
 
 
 @dataclass
@@ -86,8 +93,9 @@ class Executable:
         done = g.compiled().get(self.backend)
         if done is None:
             used = g.bind_helpers()
-            if self.backend == "python":
-                done = (_exec_source(g, _python_runner()), np.zeros(1, np.int64))
+            if self.backend in ("python", "pure"):
+                done = (_exec_source(g, _python_runner(self.backend == "pure")),
+                        np.zeros(1, np.int64))
             else:
                 from nki.sim.compile import compile_source
 

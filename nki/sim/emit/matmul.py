@@ -70,10 +70,10 @@ def sgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accum
         >>> sgemm_rows(c, 0, 2, a, 0, 2, a, 0, 2, 2, 2, 2, False); c.tolist()
         [2.0, 2.0, 2.0, 2.0]
     """
-    size = c.itemsize
-    nki_sgemm_py(ROW_MAJOR, TRANS, NO_TRANS, M, N, K, 1.0, st.ctypes.data + st_off * size,
-                 ldst, mv.ctypes.data + mv_off * size, ldmv, 1.0 if accumulate else 0.0,
-                 c.ctypes.data + c_off * size, ldc)
+    size = c.itemsize       # int(): numpy integers are no ctypes pointers (compile-free tier)
+    nki_sgemm_py(ROW_MAJOR, TRANS, NO_TRANS, M, N, K, 1.0, int(st.ctypes.data + st_off * size),
+                 ldst, int(mv.ctypes.data + mv_off * size), ldmv, 1.0 if accumulate else 0.0,
+                 int(c.ctypes.data + c_off * size), ldc)
 
 
 @overload(sgemm_rows, jit_options={"nogil": True})
@@ -90,9 +90,9 @@ def bgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accum
     """:func:`sgemm_rows` for bf16 bit patterns (uint16 arrays) on the bf16 unit; returns
     ``nki_bgemm``'s status (0 done; otherwise ``c`` is untouched)."""
     c2, s2, m2 = c.itemsize, st.itemsize, mv.itemsize
-    return nki_bgemm_py(M, N, K, 1, st.ctypes.data + st_off * s2, ldst, 0,
-                        mv.ctypes.data + mv_off * m2, ldmv, 0, c.ctypes.data + c_off * c2,
-                        ldc, 1 if accumulate else 0)
+    return nki_bgemm_py(M, N, K, 1, int(st.ctypes.data + st_off * s2), ldst, 0,
+                        int(mv.ctypes.data + mv_off * m2), ldmv, 0,
+                        int(c.ctypes.data + c_off * c2), ldc, 1 if accumulate else 0)
 
 
 @overload(bgemm_rows, jit_options={"nogil": True})

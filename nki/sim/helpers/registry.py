@@ -24,6 +24,7 @@ _IMPLS: list[Callable] = []
 _NAMES: list[str] = []
 _ROW_WISE: list[bool] = []
 _ADDRESSES: dict[int, int] = {}
+_PURE: list[Callable] = []        # the compile-free tier's helpers, built on first use
 
 C_SIGNATURE = types.int64(
     types.CPointer(types.uint8), types.int64,
@@ -68,10 +69,25 @@ def python_impls() -> list[Callable]:
             for f, rw in zip(_IMPLS, _ROW_WISE)]
 
 
-def _chunked_py(impl: Callable) -> Callable:
-    """The python backend's row-wise wrapper: the very body of the C entry, as Python."""
-    from nki.sim.helpers.memory import chunk_rows, set_chunk
+def pure_impls() -> list[Callable]:
+    """The helpers of the compile-free tier, by id: :func:`python_impls` with every ``@njit``
+    sub-function they reach bound to plain Python too (``nki.sim.helpers.pure``)."""
+    from nki.sim.helpers.pure import pure_value
 
+    if len(_PURE) != len(_IMPLS):
+        _PURE[:] = [_chunked_py(pure_value(f), pure=True) if rw else pure_value(f)
+                    for f, rw in zip(_IMPLS, _ROW_WISE)]
+    return _PURE
+
+
+def _chunked_py(impl: Callable, pure: bool = False) -> Callable:
+    """The python backend's row-wise wrapper: the very body of the C entry, as Python."""
+    from nki.sim.helpers import memory
+    from nki.sim.helpers.pure import pure_value
+
+    chunk_rows, set_chunk = memory.chunk_rows, memory.set_chunk
+    if pure:
+        chunk_rows, set_chunk = pure_value(chunk_rows), pure_value(set_chunk)
     ns = {"impl": impl, "chunk_rows": chunk_rows, "set_chunk": set_chunk}
     exec(f"def run(H, S, PS, irow, frow, L):\n{_ROW_WISE_ENTRY}\n", ns)
     return ns["run"]
@@ -89,6 +105,22 @@ _ROW_WISE_ENTRY = """    P, rows = chunk_rows(irow)
         p0 += rows
         if status != 0 or rows == 0 or p0 >= P:
             return status"""
+
+
+_ENTRY_NAMES: dict[int, str] = {}
+
+
+def entry_ready(hid: int) -> bool:
+    """Whether helper ``hid``'s C entry is loaded in this process or its machine code is on
+    disk (a file check: no Numba, no LLVM)."""
+    from nki.sim import objcache
+    from nki.sim.modules import source_dir
+
+    if hid in _ADDRESSES:
+        return True
+    if hid not in _ENTRY_NAMES:
+        _ENTRY_NAMES[hid] = _entry_module(hid)[0]
+    return objcache.saved(source_dir(), _ENTRY_NAMES[hid])
 
 
 def _entry_module(hid: int) -> tuple[str, str]:

@@ -1,0 +1,183 @@
+"""numpy twins of the ``@njit`` sub-functions that loop per element (see ``pure.py``).
+
+Each gives the bits its compiled original gives; only copies and index arithmetic are
+vectorised here, never arithmetic whose rounding could differ.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nki.sim.emit import reduce
+from nki.sim.helpers import alu, memory
+from nki.sim.helpers.pure import interpreted, pure_value, vectorised
+from nki.sim.transcend import base, elementary
+
+# The arithmetic column operators, as numpy ufuncs: IEEE fp32 operations, as in the loops
+_COLUMN_UFUNCS = {alu.ADD: np.add, alu.SUB: np.subtract, alu.MUL: np.multiply,
+                  alu.DIV: np.divide}
+
+
+@vectorised("nki.sim.helpers.memory", "copy_row")
+def copy_row(dst, src):
+    """``memory.copy_row``; a forward element loop over overlapping rows stays a loop."""
+    if np.shares_memory(dst, src) and not (dst.ctypes.data == src.ctypes.data
+                                           and dst.strides == src.strides):
+        return interpreted(memory.copy_row)(dst, src)
+    dst[:] = src
+    return None
+
+
+@vectorised("nki.sim.helpers.alu", "col_into")
+def col_into(op, d, c, c_first):
+    """``alu.col_into``: the four arithmetic operators as one ufunc call (MAX/MIN and their
+    NaN rules keep the interpreted loop)."""
+    ufunc = _COLUMN_UFUNCS.get(op)
+    if ufunc is None:
+        return interpreted(alu.col_into)(op, d, c, c_first)
+    with np.errstate(all="ignore"):
+        d[...] = ufunc(c, d) if c_first else ufunc(d, c)
+    return True
+
+
+@vectorised("nki.sim.transcend.elementary", "exp")
+def exp(x, out=None):
+    """``elementary.exp``: ``_exp_k``'s steps on whole arrays, its branches as selections."""
+    flat = x.ravel()
+    if out is None:
+        out = np.empty(flat.size, np.float32)
+    v = flat.astype(np.float32, copy=False)
+    with np.errstate(all="ignore"):
+        inside = (v >= base._EXP_MIN) & (v <= base._EXP_MAX)      # False for NaN too
+        hi = np.where(inside, v, base._ZERO)
+        k = np.floor(hi * base._LOG2E + base._HALF)
+        r = ((hi - k * base._LN2_HI) + base._ZERO) - k * base._LN2_LO
+        poly = base._E2 + r * (base._E3 + r * (base._E4 + r * (base._E5 + r * base._E6)))
+        p = base._ONE + (r + r * r * poly)
+        ki = k.astype(np.int32)
+        k1 = ki >> 1
+        s1 = ((k1 + 127) << 23).astype(np.int32).view(np.float32)
+        s2 = ((ki - k1 + 127) << 23).astype(np.int32).view(np.float32)
+        res = p * s1 * s2
+    res = np.where(v > base._EXP_MAX, base._INF, res)
+    res = np.where(v < base._EXP_MIN, base._ZERO, res)
+    out[:] = np.where(v != v, v, res)
+    return out.reshape(x.shape)
+
+
+_CHAINS = {alu.ADD: np.add, alu.SUB: np.subtract, alu.MUL: np.multiply}
+
+
+def _fold_step(op, acc, col):
+    """``alu._scalar`` on whole columns (``_max``/``_min``: the first operand if it is NaN)."""
+    if op == alu.ADD:
+        return acc + col
+    if op == alu.SUB:
+        return acc - col
+    if op == alu.MUL:
+        return acc * col
+    if op == alu.MAX:
+        return np.where((acc >= col) | (acc != acc), acc, col)
+    return np.where((acc <= col) | (acc != acc), acc, col)
+
+
+@vectorised("nki.sim.helpers.alu", "fold_rows_f32")
+def fold_rows_f32(op, start, y):
+    """``alu.fold_rows_f32``: every row's chain in the same column order, all rows per step."""
+    acc = start.astype(np.float32)
+    chain = _CHAINS.get(op)
+    if chain is not None:      # sequential ufunc accumulation: the same chain per row
+        padded = np.empty((y.shape[0], y.shape[1] + 1), np.float32)
+        padded[:, 0], padded[:, 1:] = acc, y
+        with np.errstate(all="ignore"):
+            return chain.accumulate(padded, axis=1, dtype=np.float32)[:, -1].copy()
+    with np.errstate(all="ignore"):
+        for j in range(y.shape[1]):
+            acc = _fold_step(op, acc, y[:, j]).astype(np.float32, copy=False)
+    return acc
+
+
+@vectorised("nki.sim.emit.reduce", "_lane_extremes")
+def _lane_extremes(is_max, row, acc):
+    """``reduce._lane_extremes``: Python's ``max``/``min`` (the new value only if it is
+    strictly beyond, as Numba's builtins too) per lane, one chunk at a time."""
+    W = acc.size
+    chunks = row[:row.size // W * W].reshape(-1, W)
+    for chunk in chunks:
+        better = chunk > acc if is_max else chunk < acc
+        acc[better] = chunk[better]
+
+
+@vectorised("nki.sim.emit.reduce", "_first_nan")
+def _first_nan(row) -> int:
+    """``reduce._first_nan``."""
+    nan = np.isnan(row)
+    return int(np.argmax(nan)) if nan.any() else -1
+
+
+@vectorised("nki.sim.helpers.alu", "row_into")
+def row_into(op, d, x, x_first):
+    """``alu.row_into``: :func:`col_into` with a row for the scalar."""
+    ufunc = _COLUMN_UFUNCS.get(op)
+    if ufunc is None or np.shares_memory(d, x):
+        return interpreted(alu.row_into)(op, d, x, x_first)
+    with np.errstate(all="ignore"):
+        d[...] = ufunc(x, d) if x_first else ufunc(d, x)
+    return True
+
+
+def _in_order_sums(rows):
+    """Per row of a 2-D fp32 array, ``0 + r[0] + r[1] + ...`` in order (``accumulate`` is
+    sequential; ``np.sum`` would sum pairwise and round differently)."""
+    padded = np.zeros((rows.shape[0], rows.shape[1] + 1), np.float32)
+    padded[:, 1:] = rows
+    return np.add.accumulate(padded, axis=1, dtype=np.float32)[:, -1]
+
+
+@vectorised("nki.sim.emit.reduce", "_pair_sums4")
+def _pair_sums4(r0, r1, r2, r3, co):
+    """``reduce._pair_sums4``: the eight in-order chains at once."""
+    rows = np.stack([r[:2 * co] for r in (r0, r1, r2, r3)]).astype(np.float32, copy=False)
+    even, odd = _in_order_sums(rows[:, 0::2]), _in_order_sums(rows[:, 1::2])
+    return tuple(even), tuple(odd)
+
+
+@vectorised("nki.sim.emit.reduce", "_pair_squares4")
+def _pair_squares4(r0, r1, r2, r3, co, me, mo):
+    """``reduce._pair_squares4``: squared deviations elementwise, then in-order sums."""
+    rows = np.stack([r[:2 * co] for r in (r0, r1, r2, r3)]).astype(np.float32, copy=False)
+    with np.errstate(all="ignore"):
+        de = rows[:, 0::2] - np.asarray(me, np.float32)[:, None]
+        do = rows[:, 1::2] - np.asarray(mo, np.float32)[:, None]
+        return tuple(_in_order_sums(de * de)), tuple(_in_order_sums(do * do))
+
+
+def _view(flat, start, counts, steps):
+    """A strided view of a 1-D array: element ``start + sum(i_k * steps_k)``."""
+    size = flat.itemsize
+    return np.lib.stride_tricks.as_strided(flat[start:], shape=counts,
+                                           strides=[s * size for s in steps])
+
+
+@vectorised("nki.sim.helpers.memory", "_tile_copy")
+def _tile_copy(src, so, sa, sb, dst, oo, da, db, na, nb):
+    """``memory._tile_copy`` as one strided assignment (element loops where they overlap)."""
+    if na == 0 or nb == 0:
+        return None
+    if np.shares_memory(src, dst) or min(sa, sb, da, db) < 0:
+        return interpreted(memory._tile_copy)(src, so, sa, sb, dst, oo, da, db, na, nb)
+    _view(dst, oo, (na, nb), (da, db))[...] = _view(src, so, (na, nb), (sa, sb))
+    return None
+
+
+@vectorised("nki.sim.helpers.memory", "gather")
+def gather(typed, off, irow, base, P, N):
+    """``memory.gather``: rows of contiguous elements copied at once (other layouts as the
+    interpreted original does them)."""
+    rows, stride, n = pure_value(memory._rows_layout)(irow, base)
+    if rows <= 0 or stride < 0:
+        return interpreted(memory.gather)(typed, off, irow, base, P, N)
+    return _view(typed, off, (rows, n), (stride, 1)).copy().reshape(P, N)
+
+
+assert elementary.exp is not None and reduce is not None   # the modules twinned here

@@ -1,0 +1,182 @@
+"""The tiers of NKI_TIER: the compile-free tier (plain Python all the way down) gives the
+compiled tier's bits; the switch; a background build never holds up the caller's exit."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from nki import config
+from nki.sim import tier
+from nki.sim.emit import reduce
+from nki.sim.helpers import alu, memory
+from nki.sim.helpers.pure import pure_value
+from nki.sim.transcend import elementary
+
+
+def _special_floats(rng, n=4096) -> np.ndarray:
+    """Random values over many binades plus NaN, infinities, signed zeros, subnormals and
+    the exp thresholds."""
+    x = (rng.standard_normal(n) * np.exp2(rng.integers(-10, 8, n))).astype(np.float32)
+    edges = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, 88.72283, 88.72284,
+             -104.0, -103.99, -110.0, 89.0, 3.4e38, -3.4e38]
+    edges = np.array(edges, np.float32)[:n]
+    x[:len(edges)] = edges
+    return x
+
+
+def _bits(a) -> np.ndarray:
+    return np.ascontiguousarray(a, np.float32).view(np.uint32)
+
+
+# --------------------------------------------------- the numpy twins against compiled loops
+
+def test_exp_twin_gives_the_compiled_bits(rng):
+    x = _special_floats(rng)
+    np.testing.assert_array_equal(_bits(pure_value(elementary.exp)(x)),
+                                  _bits(elementary.exp(x)))
+
+
+@pytest.mark.parametrize("op", [alu.ADD, alu.SUB, alu.MUL, alu.MAX, alu.MIN])
+def test_fold_twin_gives_the_compiled_bits(rng, op):
+    y = _special_floats(rng, 13 * 37).reshape(13, 37)
+    rng.shuffle(y, axis=1)
+    start = _special_floats(rng, 13)
+    np.testing.assert_array_equal(_bits(pure_value(alu.fold_rows_f32)(op, start, y)),
+                                  _bits(alu.fold_rows_f32(op, start, y)))
+
+
+@pytest.mark.parametrize("op", [alu.ADD, alu.SUB, alu.MUL, alu.DIV, alu.MAX, alu.MIN])
+@pytest.mark.parametrize("c_first", [False, True])
+def test_column_twin_gives_the_compiled_bits(rng, op, c_first):
+    d = _special_floats(rng, 257)
+    for c in (np.float32(1.5), np.float32(-0.0), np.float32(np.nan), np.float32(3e38)):
+        mine, theirs = d.copy(), d.copy()
+        assert pure_value(alu.col_into)(op, mine, c, c_first)
+        assert alu.col_into(op, theirs, c, c_first)
+        np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+
+
+@pytest.mark.parametrize("op", [alu.ADD, alu.SUB, alu.MUL, alu.DIV, alu.MAX])
+def test_row_twin_gives_the_compiled_bits(rng, op):
+    d, x = _special_floats(rng, 300), _special_floats(rng, 300)[::-1].copy()
+    for x_first in (False, True):
+        mine, theirs = d.copy(), d.copy()
+        assert pure_value(alu.row_into)(op, mine, x, x_first)
+        assert alu.row_into(op, theirs, x, x_first)
+        np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+
+
+def test_pair_moment_twins_give_the_compiled_bits(rng):
+    rows = [_special_floats(rng, 301) for _ in range(4)]
+    rows[1] = rng.standard_normal(301).astype(np.float32) * 1e4 + 3   # cancellation
+    rows[2][:] = -0.0
+    for fn, extra in ((reduce._pair_sums4, ()),
+                      (reduce._pair_squares4, ((np.float32(1.5),) * 4, (np.float32(-2),) * 4))):
+        mine, theirs = pure_value(fn)(*rows, 150, *extra), fn(*rows, 150, *extra)
+        np.testing.assert_array_equal(_bits(np.array(mine)), _bits(np.array(theirs)))
+
+
+@pytest.mark.parametrize("is_max", [True, False])
+def test_lane_extremes_twin_gives_the_compiled_bits(rng, is_max):
+    row = np.where(rng.random(64 * 9) < 0.3, np.float32(0.0), _special_floats(rng, 64 * 9))
+    row[::7] = -0.0
+    start = np.full(64, -np.inf if is_max else np.inf, np.float32)
+    mine, theirs = start.copy(), start.copy()
+    pure_value(reduce._lane_extremes)(is_max, row, mine)
+    reduce._lane_extremes(is_max, row, theirs)
+    np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+    assert pure_value(reduce._first_nan)(row) == reduce._first_nan(row)
+
+
+def test_copy_row_twin_copies_and_keeps_forward_overlap_order():
+    a = np.arange(10, dtype=np.float32)
+    b, c = a.copy(), a.copy()
+    pure_value(memory.copy_row)(b[1:], b[:-1])       # shifted overlap: element loop order
+    memory.copy_row(c[1:], c[:-1])
+    np.testing.assert_array_equal(b, c)
+
+
+# --------------------------------------------------------- whole kernels in both tiers
+
+def _kernel_cases(rng):
+    from nki.kernels.attention import flash_attention_fwd
+    from nki.kernels.matmul import matmul
+    from nki.kernels.norms import layernorm, rmsnorm
+    from nki.kernels.softmax import log_softmax, softmax_rows
+
+    x = rng.standard_normal((256, 512)).astype(np.float32) * 4
+    x[3, 5], x[7, :] = np.inf, -np.inf
+    g, b = (rng.standard_normal(512).astype(np.float32) for _ in range(2))
+    q, k, v = (rng.standard_normal((256, 64)).astype(np.float32) for _ in range(3))
+    m1, m2 = (rng.standard_normal((128, 256)).astype(np.float32) for _ in range(2))
+    return [("softmax", softmax_rows, (x,)), ("log_softmax", log_softmax, (x,)),
+            ("layernorm", layernorm, (x, g, b)), ("rmsnorm", rmsnorm, (x, g)),
+            ("attention", flash_attention_fwd, (q, k, v)), ("matmul", matmul, (m1, m2.T))]
+
+
+def test_both_tiers_give_identical_results(rng, monkeypatch):
+    for name, kernel, args in _kernel_cases(rng):
+        outs = {}
+        for mode in ("compiled", "python"):
+            monkeypatch.setenv("NKI_TIER", mode)
+            outs[mode] = np.asarray(kernel(*args))
+        np.testing.assert_array_equal(outs["python"].view(np.uint8),
+                                      outs["compiled"].view(np.uint8), err_msg=name)
+
+
+# ------------------------------------------------------------------------- the switch
+
+def test_tier_switch(monkeypatch):
+    monkeypatch.setenv("NKI_TIER", "compiled")
+    assert tier.choose({0}) == "numba"
+    monkeypatch.setenv("NKI_TIER", "python")
+    assert tier.choose({0}) == "pure"
+    monkeypatch.setenv("NKI_TIER", "auto")
+    monkeypatch.setattr(tier, "helpers_ready", lambda used: True)
+    assert tier.choose({0}) == "numba"
+    monkeypatch.setenv("NKI_TIER", "fast")
+    with pytest.raises(ValueError, match="NKI_TIER must be one of auto, compiled, python"):
+        config.tier()
+
+
+# ---------------------------------------------- a cold process: no compile, prompt exit
+
+_COLD = textwrap.dedent("""
+    import numba.core.dispatcher as d
+    import numpy as np
+    def refuse(self, sig):
+        raise AssertionError("Numba compiled " + self.py_func.__name__)
+    d.Dispatcher.compile = refuse
+    from nki.kernels.softmax import softmax_rows, softmax_reference
+    x = np.random.default_rng(0).standard_normal((128, 256)).astype(np.float32)
+    err = np.abs(softmax_rows(x) - softmax_reference(x)).max()
+    print("ERR", err)
+""")
+
+
+def test_cold_call_compiles_nothing_and_exit_does_not_wait_for_the_builder(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "NKI_CACHE_DIR": "",
+           "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "NKI_TIER": "auto"}
+    done = subprocess.run([sys.executable, "-c", _COLD], env=env, capture_output=True,
+                          text=True, timeout=300)
+    builders = [int(p) for p in re.findall(r"background \(pid (\d+)", done.stderr)]
+    try:
+        assert done.returncode == 0, done.stderr
+        assert float(done.stdout.split("ERR")[1]) < 1e-6
+        assert "compile in the background (pid" in done.stderr
+        assert builders
+        os.kill(builders[0], 0)       # the builder outlived its caller, which exited
+    finally:
+        for pid in builders:          # its own session: stop it and its workers
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
