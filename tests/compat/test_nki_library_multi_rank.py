@@ -67,7 +67,10 @@ class Orchestrator:
 
 @pytest.fixture
 def suite(monkeypatch):
-    """Stand-ins of ``test.utils.{common_dataclasses, test_orchestrator}``, routed."""
+    """Stand-ins of ``test.utils.{common_dataclasses, test_orchestrator}``, routed. The route
+    sets ``NKI_NC_VERSION`` for the process, as the suite's own simulator path does; registering
+    it with monkeypatch first restores it, so later tests on this worker see their own target."""
+    monkeypatch.setenv("NKI_NC_VERSION", "")
     data = ModuleType("test.utils.common_dataclasses")
     data.PerRankLazyInputGenerator = PerRankLazyInputGenerator
     data.normalize_golden_output = normalize_golden_output
