@@ -17,6 +17,7 @@ from nki.ir.ops import LoopKind
 from nki.jit.kernel import Kernel
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import active, current, user_loc, validation
+from nki.legacy.early_exit import replay_loop_exits
 from nki.legacy.loops import check_abandoned
 from nki.legacy.pending import state
 from nki.legacy.tile import as_legacy
@@ -67,12 +68,14 @@ def _hbm_results(result):
     return out(result)
 
 
-def _runner(fn, grid: tuple[int, ...]):
-    """The traced function of a legacy kernel: legacy tiles in, the grid around ``fn``."""
+def _runner(user_fn, grid: tuple[int, ...]):
+    """The traced function of a legacy kernel: legacy tiles in, the grid around the
+    user's function (recompiled per trace where NKI 0.1's loop exits need it)."""
 
-    @functools.wraps(fn)
+    @functools.wraps(user_fn)
     def legacy_kernel(*args, **kwargs):
         args = tuple(as_legacy(a) if isinstance(a, NkiTensor) else a for a in args)
+        fn = replay_loop_exits(user_fn)          # NKI 0.1's return/break inside loops
         if not grid or all(g == 1 for g in grid):
             st = state()
             st.grid, st.program = grid, (0,) * len(grid)
@@ -118,7 +121,7 @@ class LegacyKernel(Kernel):
             if self.grid:
                 raise validation("err_nested_kernel_with_spmd_grid", "a kernel with a launch "
                                  "grid cannot be called from a kernel")
-            return self.user_fn(*args, **kwargs)
+            return replay_loop_exits(self.user_fn)(*args, **kwargs)
         return super().__call__(*args, **kwargs)
 
 

@@ -13,7 +13,7 @@ from nki.lang import reduce as lreduce
 from nki.lang.common import Call, dtype_of
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import validation
-from nki.legacy.pending import Pending, value
+from nki.legacy.pending import Pending, state, value
 from nki.legacy.tile import broadcast_operand, copy_into, new_tile
 
 _CMP = (Alu.equal, Alu.not_equal, Alu.greater, Alu.greater_equal, Alu.less, Alu.less_equal,
@@ -82,16 +82,32 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
 
 
-def _broadcast_shape(api: str, *shapes) -> tuple[int, ...]:
+def _numpy_broadcast(shapes) -> tuple[int, ...] | None:
     rank = max(len(s) for s in shapes)
     out = []
     for k in range(rank):
         ns = {s[k - rank + len(s)] for s in shapes if k - rank + len(s) >= 0} - {1}
         if len(ns) > 1:
-            raise validation("nki_shape_mismatch", f"{api}: shapes {list(shapes)} do not "
-                             "broadcast")
+            return None
         out.append(ns.pop() if ns else 1)
     return tuple(out)
+
+
+def _broadcast_shape(api: str, *shapes) -> tuple[int, ...]:
+    """numpy's broadcast of the operand shapes; failing that, a per-partition scalar (a
+    ``[P, 1]`` or ``[P, 1, 1]`` tile, as ``t[ti, i_p, 0]`` selects) beside a wider tile of P
+    partitions broadcasts over all its free dims, as the engines apply a scalar operand
+    (AWS's blockwise_mm_bwd multiplies ``[128, 4, 128]`` by ``[128, 1]``)."""
+    out = _numpy_broadcast(shapes)
+    if out is not None:
+        return out
+    scalars = [s for s in shapes if len(s) >= 2 and all(n == 1 for n in s[1:])]
+    rest = [s for s in shapes if s not in scalars]
+    out = _numpy_broadcast(rest) if rest else None
+    if out is None or any(s[0] not in (1, out[0]) for s in scalars):
+        raise validation("nki_shape_mismatch", f"{api}: shapes {list(shapes)} do not "
+                         "broadcast")
+    return out
 
 
 def _p1(t: NkiTensor, shape) -> bool:
@@ -400,6 +416,9 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, **kwargs) -> Pend
             raise validation("nki_invalid_argument", "nl.loop_reduce reads its destination: "
                              "assign it into the accumulator (acc[...] = nl.loop_reduce(...))")
         emit_binary(dst, dst, x, alu)
+        # assigned, it is spent: a later write to ``x`` must not materialise it into a
+        # tile of its own (which it cannot have: its value is the accumulator's)
+        state().live.discard(p)
 
     p.run = run
     return p

@@ -56,20 +56,31 @@ def matmul_mask(api: str, mask, lhs: tuple, rhs: tuple, shape: tuple[int, ...]):
     (a, a_ax), (b, b_ax) = lhs, rhs
     if not _operand_masked(a, b) and (mask is None or isinstance(mask, bool)):
         return a, b, shape, mask
-    if a.ndim != 2 or b.ndim != 2:
-        raise _unsupported(f"{api}: masks on operands with more than 2 dims; index the "
-                           "operands instead")
-    full = (_full_extent(a, a_ax), _full_extent(b, b_ax))
+    if a.ndim != 2 or (b.ndim != 2 and _operand_masked(b)):
+        raise _unsupported(f"{api}: operand masks on operands with more than 2 dims; index "
+                           "the operands instead")
+    # a moving operand of several free dims (AWS's blockwise_mm_bwd: [K, 4, 128]) keeps
+    # them in the result, [M, 4, 128]; the mask is over [M, N] with N flattened, and may
+    # bound only M then
+    wide = b.ndim != 2
+    space = (_full_extent(a, a_ax), _full_extent(b, b_ax) if not wide else _free(b))
+    full = (space[0],) + tuple(b.shape[1:]) if wide else space
     if isinstance(mask, bool) and not mask:
         return a, b, full, False
     mask = None if isinstance(mask, bool) else mask
-    rect = rectangle(mask, full, api) if mask is not None else {}
+    rect = rectangle(mask, space, api) if mask is not None else {}
     if rect is None:
         return a, b, full, False
+    if wide and 1 in rect:
+        raise _unsupported(f"{api}: a mask bounding N of a moving operand with more than 2 "
+                           "dims; index the operand instead")
     views = []
     for t, ax, pos in ((a, a_ax, 0), (b, b_ax, 1)):
+        if wide and pos == 1:
+            views.append(t)
+            continue
         base = _omask_lo(t, ax)
-        lo, hi = rect.get(pos, (0, full[pos]))
+        lo, hi = rect.get(pos, (0, space[pos]))
         lo, hi = max(lo, base), min(hi, base + t.shape[ax])
         if lo >= hi:
             return a, b, full, False

@@ -161,7 +161,10 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
     if isinstance(key, Predicate):
         return masked_operand(t, key)
     key = key if isinstance(key, tuple) else (key,)
-    if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip:
+    if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip and (
+            len(key) == 1 or value(key[0]).size > 1):
+        # (a one-element tile before other indices is a dynamic offset, below:
+        # ``w[e[0, 0], i_p, i_f]`` in AWS's blockwise_mm_bwd picks the expert's weights)
         return indirect_rows(t, value(key[0]), key[1:])
     lead = _leading_ints(key)
     if lead and lead < len(key) and isinstance(key[lead], (NkiTensor, Pending)) and \

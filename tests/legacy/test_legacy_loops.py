@@ -1,6 +1,8 @@
 """NKI 0.1 traced a loop body once (nki/legacy/loops.py): direct allocations whose address
-a counter in the body advances keep their first iteration's address; a ``return`` inside a
-loop body raises instead of silently running one iteration; a placed tile past the end of
+a counter in the body advances keep their first iteration's address; a ``return``/``break``
+inside a traced-once loop of the kernel or its module's functions runs the body up to it for
+every iteration, as NKI 0.1 did (nki/legacy/early_exit.py), and one in another module's
+function raises instead of silently running one iteration; a placed tile past the end of
 its memory raises. Kernels of our own against numpy, both backends."""
 
 from __future__ import annotations
@@ -92,17 +94,109 @@ def return_in_loop_kernel(a):
     """AWS's blockwise_mm_bwd has its ``return`` indented into the store loop."""
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     i_p, i_f = nl.mgrid[0:128, 0:a.shape[1]]
-    for t in nl.affine_range(a.shape[0] // 128):  # loop
+    for t in nl.affine_range(a.shape[0] // 128):
         nl.store(out[t * 128 + i_p, i_f], value=nl.load(a[t * 128 + i_p, i_f]))
         return out
 
 
-def test_return_inside_loop_raises():
+def break_in_nested_loops_kernel(a):
+    """A ``break`` in a sequential loop and a ``return`` two loops deep: NKI 0.1 ran each
+    body up to the statement for every iteration, then left (the store after the inner loop
+    never ran: the trace ended at the return)."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    n = a.shape[1] // 2
+    i_p, i_f = nl.mgrid[0:128, 0:n]
+    for t in nl.affine_range(a.shape[0] // 128):
+        for h in nl.sequential_range(2):
+            x = nl.load(a[t * 128 + i_p, h * n + i_f])
+            nl.store(out[t * 128 + i_p, h * n + i_f], value=nl.multiply(x, 3.0))
+            if h >= 0:
+                break
+        for h in nl.affine_range(2):
+            y = nl.load(a[t * 128 + i_p, h * n + i_f])
+            nl.store(out[t * 128 + i_p, h * n + i_f], value=nl.add(y, 1.0), mask=(h == 1))
+            return out
+        nl.store(out[t * 128 + i_p, i_f], value=nl.zeros((128, n), dtype=a.dtype))
+
+
+def _scaled_by(factor):
+    def closure_kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:a.shape[1]]
+        for t in nl.affine_range(a.shape[0] // 128):
+            nl.store(out[t * 128 + i_p, i_f], value=nl.multiply(nl.load(a[t * 128 + i_p, i_f]),
+                                                                 factor))
+            return out
+    return closure_kernel
+
+
+def _store_tiles(a, out, i_p, i_f):
+    """blockwise_mm_bwd's shape: the ``return`` is in a helper of the kernel's module."""
+    for t in nl.affine_range(a.shape[0] // 128):
+        nl.store(out[t * 128 + i_p, i_f], value=nl.load(a[t * 128 + i_p, i_f]))
+        return out
+
+
+def helper_return_kernel(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:a.shape[1]]
+    return _store_tiles(a, out, i_p, i_f)
+
+
+_OTHER_MODULE = """
+def store_tiles(nl, a, out, i_p, i_f):
+    for t in nl.affine_range(a.shape[0] // 128):
+        nl.store(out[t * 128 + i_p, i_f], value=nl.load(a[t * 128 + i_p, i_f]))
+        return out
+"""
+
+
+def _other_module_helper():
+    space = {"__name__": "other_helpers"}
+    exec(compile(_OTHER_MODULE, "other_helpers.py", "exec"), space)
+    return space["store_tiles"]
+
+
+def foreign_helper_kernel(a):
+    """The ``return`` is in a function of another module: not replayed, so it raises."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:a.shape[1]]
+    return _other_module_helper()(nl, a, out, i_p, i_f)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_return_inside_loop_runs_every_iteration(backend):
+    a = np.random.default_rng(3).standard_normal((384, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(return_in_loop_kernel, backend=backend)(a), a)
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_break_and_nested_return_replay_nki_0_1(backend):
+    a = np.random.default_rng(4).standard_normal((256, 16)).astype(np.float32)
+    want = a * np.float32(3.0)
+    want[:, 8:] = a[:, 8:] + np.float32(1.0)      # the masked second half of the return loop
+    got = nki.jit(break_in_nested_loops_kernel, backend=backend)(a)
+    np.testing.assert_array_equal(got[:, :8], want[:, :8])
+    np.testing.assert_allclose(got[:, 8:], want[:, 8:], rtol=1e-6)
+
+
+def test_closure_kernel_keeps_its_cells():
+    a = np.random.default_rng(5).standard_normal((256, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(_scaled_by(2.0))(a), a * np.float32(2.0))
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_return_in_a_helper_of_the_module_runs_every_iteration(backend):
+    a = np.random.default_rng(6).standard_normal((384, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(helper_return_kernel, backend=backend)(a), a)
+
+
+def test_return_in_another_modules_function_still_raises():
     with pytest.raises(NkiError) as info:
-        nki.jit(return_in_loop_kernel).specialize(np.ones((256, 8), np.float32))
+        nki.jit(foreign_helper_kernel).specialize(np.ones((256, 8), np.float32))
     err = info.value
     assert err.code == "nki_not_implemented", str(err)
-    assert f"test_legacy_loops.py:{_line('loop')}" in str(err)
+    assert "other_helpers.py:3" in str(err)
     assert "after iteration 0 of 2" in str(err)
 
 
