@@ -29,8 +29,9 @@ from nki.legacy.jit import (
 )
 from nki.legacy.tile import LegacyTile as tensor  # noqa: N813 - AWS names it nki.tensor
 
-# the public submodules, as ``neuronxcc.nki.<name>`` aliases them
-PUBLIC_MODULES = ("language", "language.constants", "isa", "isa.constants", "typing", "compiler")
+# the submodules ``neuronxcc.nki.<name>`` aliases (and the private ones public kernels import)
+PUBLIC_MODULES = ("language", "language.constants", "isa", "isa.constants", "typing", "compiler",
+                  "_private", "_private.private_api")
 
 __all__ = ["jit", "simulate_kernel", "baremetal", "benchmark", "profile", "trace", "language",
            "isa", "typing", "compiler", "tensor", "LegacyKernel", "NkiError",

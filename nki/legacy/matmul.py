@@ -54,6 +54,8 @@ def matmul_mask(api: str, mask, lhs: tuple, rhs: tuple, shape: tuple[int, ...]):
     from nki.legacy.mask import rect_predicate
 
     (a, a_ax), (b, b_ax) = lhs, rhs
+    if _restates_operand_mask(mask, a, b):
+        mask = None
     if not _operand_masked(a, b) and (mask is None or isinstance(mask, bool)):
         return a, b, shape, mask
     if a.ndim != 2 or (b.ndim != 2 and _operand_masked(b)):
@@ -87,6 +89,25 @@ def matmul_mask(api: str, mask, lhs: tuple, rhs: tuple, shape: tuple[int, ...]):
         rect[pos] = (lo, hi)
         views.append(_slice_axis(t, ax, lo - base, hi - base))
     return views[0], views[1], full, rect_predicate(rect, full)
+
+
+def _restates_operand_mask(mask, *operands) -> bool:
+    """Whether ``mask=`` says again what an operand's own mask says (AWS's blockwise_mm:
+    ``nc_matmul(w[i_k, idx][idx < I], x, mask=(idx < I))``, with ``idx`` the stationary's
+    free index, so the mask bounds M though it is written at N's position). The predicate
+    keeps the same rectangle of that operand as its operand mask does; it is then bounded
+    already (we cannot tell which operand's index a mask names otherwise: expressions carry
+    positions, not the identity of the ``nl.arange`` they came from)."""
+    from nki.legacy.index import Predicate
+
+    if not isinstance(mask, Predicate):
+        return False
+    for t in operands:
+        om = getattr(t, "_omask", None)
+        if om is not None and mask.rank <= len(om[0]) and \
+                rectangle(mask, om[0], "mask") == om[1]:
+            return True
+    return False
 
 
 def _operand_masked(*ts) -> bool:

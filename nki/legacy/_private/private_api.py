@@ -1,0 +1,80 @@
+"""``neuronxcc.nki._private.private_api``, as far as public kernels use it with a meaning the
+kernels themselves make plain. AWS never documented this module.
+
+* ``do_while(cond)``: a ``with`` block the machine repeats while the one-element integer
+  tensor ``cond`` (which the body updates) is nonzero, testing it after each pass: the body
+  runs at least once, as the name says (AWS's ``blockwise_mm`` sets ``cond`` from its
+  ``conditions`` input before the block and from the next block's entry at the end of it).
+  The body is traced once; it is an ``nl.while_loop`` over a register loaded from ``cond``.
+* ``core_barrier``, ``sendrecv``: the LNC synchronisation and exchange made public later as
+  ``nki.isa.core_barrier`` / ``nki.isa.sendrecv`` (now ``nki.lnc``), with the same keywords.
+* ``float8_e4m3fn_x4``, ``float8_e5m2_x4``: the packed MX dtypes of ``nki.language``.
+
+Any other name (``cc_div``, ``nc_matmul_sparse``, the prebuilt ``attention_kernel`` ...) raises
+``ImportError`` naming it: its semantics are not public, so it is not simulated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from nki.ir.nodes import DynWhile, Reg
+from nki.lang import lnc
+from nki.lang.control import register_alloc, register_load
+from nki.lang.tracer import current, user_loc
+from nki.legacy.pending import before_write, flush, state, value
+
+_NOT_SIMULATED = ("is AWS-internal and undocumented; its semantics cannot be simulated "
+                  "faithfully, so nki does not provide it")
+
+
+@contextlib.contextmanager
+def do_while(cond):
+    """``with do_while(cond): body``: run the body, then again while ``cond`` (a one-element
+    integer tensor the body writes) is nonzero.
+
+    Example:
+        >>> with do_while(cond):                                    # doctest: +SKIP
+        ...     ...; nl.store(dst=cond[0], value=next_flag[0, 0])
+    """
+    trace = current("do_while")
+    loc = user_loc()
+    flush()
+    again = register_alloc(1)              # the first pass always runs
+    st = state("do_while")
+    st.user_loops += 1
+    body = trace.begin_dyn()
+    try:
+        yield
+        flush()
+        register_load(again, value(cond))  # the body's last word: run once more?
+    finally:
+        trace.end_dyn(body)
+        st.user_loops -= 1
+    trace.append(DynWhile(Reg(again.id), Reg(again.id), None, tuple(body), loc, "do_while"))
+
+
+def core_barrier(data, cores, **kwargs) -> None:
+    """``nki.lnc.core_barrier`` under its private legacy name."""
+    flush()
+    lnc.core_barrier(data=value(data), cores=cores, **kwargs)
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id=0, **kwargs) -> None:
+    """``nki.lnc.sendrecv`` under its private legacy name (``dst`` is written; the N-th
+    exchange of a core pairs with its peer's N-th, so ``pipe_id`` changes nothing)."""
+    dst_tile = value(dst)
+    before_write(dst_tile)
+    lnc.sendrecv(src=value(src), dst=dst_tile, send_to_rank=send_to_rank,
+                 recv_from_rank=recv_from_rank, **kwargs)
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    if name in ("float8_e4m3fn_x4", "float8_e5m2_x4"):
+        import nki.language as nl
+
+        return getattr(nl, name)
+    raise ImportError(f"[nki_not_implemented] neuronxcc.nki._private.private_api.{name} "
+                      f"{_NOT_SIMULATED}")
