@@ -20,6 +20,8 @@ class _TensorAnnotation:
         self._name, self.shape, self.dtype = name, shape, dtype
 
     def __getitem__(self, item) -> _TensorAnnotation:
+        if item is mutable:                  # legacy ``nt.tensor[nt.mutable]``
+            return mutable_tensor
         if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple)):
             return _TensorAnnotation(self._name, tuple(item[0]), item[1])
         shape = item if isinstance(item, tuple) else (item,)
@@ -34,6 +36,15 @@ class _TensorAnnotation:
         dtype = getattr(self.dtype, "name", self.dtype)
         return f"nt.{self._name}[{shape}, {dtype}]"
 
+
+class _Mutable:
+    """``nt.mutable``: the legacy qualifier of ``nt.tensor[nt.mutable]`` (= ``mutable_tensor``)."""
+
+    def __repr__(self) -> str:
+        return "nt.mutable"
+
+
+mutable = _Mutable()
 
 TensorAnnotation = _TensorAnnotation     # what nki.jit recognises as a shape-only argument
 

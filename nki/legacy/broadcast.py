@@ -51,6 +51,10 @@ def partition_broadcast(x: NkiTensor, shape: tuple[int, ...]) -> NkiTensor:
         return stream_broadcast(x, shape)
     parts, free = shape
     bank = current().target.psum_fmax
+    if x.buffer is Memory.PSUM:            # TensorE reads SBUF: the compiler copies it out first
+        staged_x = ndarray(x.shape, x.dtype, buffer=Memory.SBUF)
+        tensor_copy(dst=staged_x, src=x)
+        x = staged_x
     # the hardware's stationary is a compile-time one/zero constant; we fill it on ScalarE
     # (a short instruction off VectorE, which such kernels keep busy)
     ones = ndarray((1, parts), x.dtype, buffer=Memory.SBUF)

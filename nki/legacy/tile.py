@@ -190,10 +190,12 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
 
 
 def _slices_as_expressions(t: NkiTensor, key: tuple) -> tuple | None:
-    """HBM slices past the tensor's end (``x[256:384]`` of 288 rows, a partial last tile in
-    nki-samples' adaptive_avg_pool2d) as index expressions, legal under a mask that keeps
-    the access inside, as the old API allowed; None when every slice is inside."""
-    if t.on_chip or len(key) != t.ndim or not all(
+    """Slices past the tensor's end (``x[256:384]`` of 288 rows, a partial last tile in
+    nki-samples' adaptive_avg_pool2d; ``qk[:, 512:1024]`` of an SBUF tile 512 wide, a tile
+    AWS's attention_token_gen writes under a mask that is false there) as index expressions,
+    legal under a mask that keeps the access inside, as the old API allowed; None when every
+    slice is inside."""
+    if len(key) != t.ndim or not all(
             isinstance(k, slice) and k.step in (None, 1) or
             isinstance(k, Integral) and not isinstance(k, bool) for k in key):
         return None
@@ -452,12 +454,13 @@ def assign(dst: NkiTensor, val) -> None:
         if not _same_view(dst, val):       # `t[...] += x` ends by assigning t to itself
             copy_into(dst, val)
         return
-    if isinstance(val, (int, float)) and not isinstance(val, bool):
+    if isinstance(val, (int, float)):
         from nki.lang.common import Call
         from nki.lang.vector import emit_memset
 
         before_write(dst)
-        emit_memset(Call("assignment"), dst, val)
+        # a bool fills with 1 or 0 (AWS's attention_token_gen: ``mask[:, n - 1:] = True``)
+        emit_memset(Call("assignment"), dst, int(val) if isinstance(val, bool) else val)
         return
     raise validation("nki_invalid_argument", f"cannot assign {type(val).__name__} to a tile")
 
