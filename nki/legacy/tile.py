@@ -194,7 +194,11 @@ def _slices_as_expressions(t: NkiTensor, key: tuple) -> tuple | None:
     nki-samples' adaptive_avg_pool2d; ``qk[:, 512:1024]`` of an SBUF tile 512 wide, a tile
     AWS's attention_token_gen writes under a mask that is false there) as index expressions,
     legal under a mask that keeps the access inside, as the old API allowed; None when every
-    slice is inside."""
+    slice is inside. ``nl.ds(start, size)`` at an int start counts as ``start:start+size``
+    (AWS's tiled transposes load ``x[nl.ds(p * 128, 128), ...]`` of a 130-row tensor)."""
+    key = tuple(slice(k.start, k.start + k.size) if isinstance(k, DynSlice) and k.step == 1
+                and isinstance(k.start, Integral) and not isinstance(k.start, bool) else k
+                for k in key) + (slice(None),) * (t.ndim - len(key))   # numpy: trailing `:`
     if len(key) != t.ndim or not all(
             isinstance(k, slice) and k.step in (None, 1) or
             isinstance(k, Integral) and not isinstance(k, bool) for k in key):

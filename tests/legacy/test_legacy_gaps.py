@@ -405,6 +405,24 @@ def test_slices_past_the_end_under_a_mask(backend, rng):
     np.testing.assert_array_equal(nki.jit(partial_last_tile, backend=backend)(x), 2 * x)
 
 
+def partial_last_ds_tile(x):
+    """AWS's tiled transposes: ``x[nl.ds(t * 128, 128)]`` (trailing dims left out) of a
+    200-row 3-d tensor, loaded and stored under a mask keeping rows < 200."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(2):
+        i_p, i_a, i_b = nl.mgrid[0:128, 0:x.shape[1], 0:x.shape[2]]
+        rows = t * 128 + i_p < x.shape[0]
+        tile = nl.load(x[nl.ds(t * 128, 128), :, :], mask=rows)
+        nl.store(out[nl.ds(t * 128, 128)], value=nl.multiply(tile, 3.0), mask=rows)
+    return out
+
+
+def test_ds_slices_past_the_end_under_a_mask(backend, rng):
+    x = rng.standard_normal((200, 3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(partial_last_ds_tile, backend=backend)(x),
+                                  3 * x)
+
+
 def unmasked_past_the_end(x):
     return nl.load(x[256:384, :])  # unmasked
 
