@@ -8,6 +8,7 @@ without re-deriving anything; HBM tensors are linear.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -65,6 +66,18 @@ class TensorDecl:
     @property
     def bytes_per_partition(self) -> int:
         return self.free_size * self.dtype.itemsize
+
+    @property
+    def user_name(self) -> str:
+        """The user's name for the tensor in messages: its ``name=``, else the variable its
+        creation line assigns (``acc = nl.ndarray(...)``), else the generated name."""
+        if self.name != f"t{self.id}" or self.loc is None:
+            return self.name
+        m = _ASSIGNED.match(self.loc.source_line())
+        return m.group(1) if m else self.name
+
+
+_ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*(:[^=]*)?=[^=]")
 
 
 @dataclass(frozen=True)

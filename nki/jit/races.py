@@ -35,7 +35,6 @@ byte in Python.
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field, replace
@@ -181,12 +180,8 @@ def _element_index(decl: TensorDecl, key: int, target: Target) -> tuple[int, ...
 
 
 def tensor_name(decl: TensorDecl) -> str:
-    """The user's name for a tensor: its ``name=``, else the variable its creation line
-    assigns (``out = nl.ndarray(...)``), else the generated name."""
-    if decl.name != f"t{decl.id}" or decl.loc is None:
-        return decl.name
-    m = re.match(r"\s*([A-Za-z_]\w*)\s*(:[^=]*)?=[^=]", decl.loc.source_line())
-    return m.group(1) if m else decl.name
+    """The user's name for a tensor (``TensorDecl.user_name``)."""
+    return decl.user_name
 
 
 def describe_overlap(decl: TensorDecl, op_a: Placed, op_b: Placed, target: Target) -> str:

@@ -260,7 +260,7 @@ class Trace:
             return
         if self.check_uninit:
             raise fail("nki_uninitialized_read",
-                       f"{api}: operand {role!r} reads tensor {decl.name!r} "
+                       f"{api}: operand {role!r} reads tensor {decl.user_name!r} "
                        f"(created at {decl.loc}) before it was written", loc)
         self.uninit_reads.setdefault(acc.tensor, loc)
 

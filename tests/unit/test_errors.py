@@ -162,3 +162,14 @@ def test_uninitialized_read_is_an_error_when_checked():
     with pytest.raises(NkiValidationError, match=r"nki_uninitialized_read.*'fresh'"
                        r"(.|\n)*test_errors.py:\d+"):
         _spec(k, X, check_uninit=True)
+
+
+def test_uninitialized_read_names_the_variable_of_an_unnamed_tile():
+    def k(x):
+        out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        accumulator = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=out, src=accumulator)
+        return out
+    with pytest.raises(NkiValidationError, match=r"nki_uninitialized_read.*'accumulator'"
+                       r"(.|\n)*test_errors.py:\d+"):
+        _spec(k, X, check_uninit=True)
