@@ -3,7 +3,8 @@
 Documented numbers cite the page of AWS's Neuron documentation they come from (as collected
 in the project's nki-spec.md §4, §5 and §10.3). Numbers the documentation does not give are
 marked ``assumed=True``: they are our stated assumptions, listed by :data:`SENSITIVITY` with
-the range a user should read the estimates against. No constant here was fitted to a
+the range a user should read the estimates against, as are the DMA constants read off a
+figure or a profile (``dma_latency_ns``, ``dma_desc_ns``). No constant here was fitted to a
 published whole-kernel timing (those are the model's exam, not its input).
 """
 
@@ -160,7 +161,8 @@ def cost_facts(target: str) -> CostFacts:
     return CostFacts(name, {**_common(), **_per_target(name)})
 
 
-# constants the docs do not give: (name, low, high) the estimates should be read against
+# constants the docs do not give, or give only as a figure or a bound: (name, low, high) the
+# estimates should be read against
 SENSITIVITY: tuple[tuple[str, float, float], ...] = (
     ("dma_latency_ns", 600, 1300),
     ("dma_desc_ns", 3.5, 10.5),
