@@ -194,12 +194,7 @@ def test_a_ready_packet_runs_in_the_gaps_of_its_engine_piece_by_piece():
 
 def test_a_dma_completes_no_sooner_than_its_latency_after_it_is_ready():
     # the DMA overview's figure: a small transfer takes the constant latency, not its bytes
-    def one_load(x):
-        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-        a = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=a, src=x)
-        nisa.dma_copy(dst=out, src=a)
-        return out
-    est = estimate(nki.jit(one_load), target="trn2")(np.zeros((128, 64), np.float32))
+    from test_instr_cost import _dma_kernel  # one load, one store
+    est = estimate(nki.jit(_dma_kernel), target="trn2")(np.zeros((128, 64), np.float32))
     (_, s0, e0), (_, s1, e1) = _ops(est)
     assert (s0, e0) == (0.0, 850.0) and s1 == e0 and e1 == 1700.0
