@@ -71,7 +71,7 @@ def _common() -> dict[str, Fact]:
         "dma_latency_ns": _f(850, f"{DMA_OVERVIEW}: the bytes-per-partition throughput "
                                   "figure's constant time per transfer below 2 KiB"),
         # a DMA buffer (one contiguous run, >= one per partition) occupies its engine: the
-        # perf guide's profile of tiny transfers (fig. 29, trn1) shows a 4 B transfer
+        # perf guide's profile of tiny transfers (fig. 29, no generation named) shows a 4 B transfer
         # lasting 7 ns on its engine; with it the figure's 4 KiB point is 96.7% (read
         # 96.66%) and the overview's Example 1 (4 x 8 KiB on one trn2 engine, 1416 ns)
         # 1453 ns
