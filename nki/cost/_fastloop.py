@@ -109,55 +109,76 @@ def _add(rec, nrec, fam, p0, p1, b0, b1, inst, write, end, index):
 
 
 @njit(cache=True)
-def _fit(dq, dqn, floor, q, ready, dur):
+def _fill(dq, dqn, floor, q, ready, dur, pieces):
+    """Engine q's gaps from ``ready`` on that ``dur`` takes, piece by piece (round-robin
+    service, schedule.DmaEngines._fill): writes the pieces, returns (end, who, count)."""
     t = max(ready, floor[q])
     who = -1
+    left = dur
+    m = 0
     for j in range(dqn[q]):
         s, e = dq[q, j, 0], dq[q, j, 1]
         if e <= t:
             continue
-        if s >= t + dur:
-            break
-        t = e
+        if s > t:
+            run = min(s - t, left)
+            pieces[m, 0], pieces[m, 1] = t, t + run
+            m += 1
+            left -= run
+            if left <= 0:
+                break
+        t = max(t, e)
         who = int(dq[q, j, 2])
-    return t, who
+    if left > 0 or m == 0:
+        pieces[m, 0], pieces[m, 1] = t, t + left
+        m += 1
+    return pieces[m - 1, 1], who, m
+
+
+@njit(cache=True)
+def _insert(dq, dqn, floor, q, ps, pe, index):
+    n = dqn[q]
+    pos = n
+    while pos > 0 and dq[q, pos - 1, 0] > ps:
+        pos -= 1
+    for m in range(n, pos, -1):
+        dq[q, m] = dq[q, m - 1]
+    dq[q, pos, 0], dq[q, pos, 1], dq[q, pos, 2] = ps, pe, index
+    n += 1
+    if n > KEEP:
+        floor[q] = max(floor[q], dq[q, 0, 1])
+        for m in range(1, n):
+            dq[q, m - 1] = dq[q, m]
+        n -= 1
+    dqn[q] = n
 
 
 @njit(cache=True)
 def _place(dq, dqn, floor, nq, ready, dur, k, index):
-    ft = np.empty(nq)
+    fe = np.empty(nq)
     fw = np.empty(nq, np.int64)
     order = np.arange(nq)
+    pieces = np.empty((KEEP + 2, 2))
     for q in range(nq):
-        ft[q], fw[q] = _fit(dq, dqn, floor, q, ready, dur)
-    # sort (t, who, q) lexicographically, as Python's sorted() does on tuples
+        fe[q], fw[q], _ = _fill(dq, dqn, floor, q, ready, dur, pieces)
+    # sort (end, who, q) lexicographically, as Python's sorted() does on tuples
     for a in range(nq):
         for b in range(a + 1, nq):
             x, y = order[a], order[b]
-            if ft[y] < ft[x] or (ft[y] == ft[x] and (fw[y] < fw[x] or
+            if fe[y] < fe[x] or (fe[y] == fe[x] and (fw[y] < fw[x] or
                                                        (fw[y] == fw[x] and y < x))):
                 order[a], order[b] = y, x
     mask = 0
+    start = np.inf
     for j in range(k):
         q = order[j]
-        t = ft[q]
-        n = dqn[q]
-        pos = n
-        while pos > 0 and dq[q, pos - 1, 0] > t:
-            pos -= 1
-        for m in range(n, pos, -1):
-            dq[q, m] = dq[q, m - 1]
-        dq[q, pos, 0], dq[q, pos, 1], dq[q, pos, 2] = t, t + dur, index
-        n += 1
-        if n > KEEP:
-            floor[q] = max(floor[q], dq[q, 0, 1])
-            for m in range(1, n):
-                dq[q, m - 1] = dq[q, m]
-            n -= 1
-        dqn[q] = n
+        _, _, m = _fill(dq, dqn, floor, q, ready, dur, pieces)
+        start = min(start, pieces[0, 0])
+        for i in range(m):
+            _insert(dq, dqn, floor, q, pieces[i, 0], pieces[i, 1], index)
         mask |= 1 << q
     last = order[k - 1]
-    return ft[order[0]], ft[last] + dur, mask, fw[last]
+    return start, fe[last], mask, fw[last]
 
 
 @njit(cache=True)
@@ -211,7 +232,7 @@ def _on_engine(e, s, ready, who, index, prev_matmul, free, pfree, last, ports, n
 
 
 @njit(cache=True)
-def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
+def schedule_loop(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
                   nfam, spills, params, out_s, out_f, out_p, out_d, out_q):
     depth, nq, nloops, ntensors = params[0], params[1], params[2], params[3]
     rec = np.zeros((nfam, CAP + 1, 8))
@@ -282,8 +303,8 @@ def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi
             sptr += 1
         while sptr < spills.shape[0] and spills[sptr, 0] == c and spills[sptr, 1] == 0:
             t, w, n = _spill(spills[sptr, 2], spills[sptr, 3], 0.0, -1, spill_end, spill_idx,
-                             dq, dqn, floor, nq, ns, fixed, packets, n, out_s, out_f, out_p,
-                             out_d, out_q)
+                             dq, dqn, floor, nq, ns, fixed, lat, packets, n, out_s, out_f,
+                             out_p, out_d, out_q)
             if t > ready:
                 ready, who = t, w
             sptr += 1
@@ -295,7 +316,7 @@ def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi
             start, end0, mask, blocker = _place(dq, dqn, floor, nq, ready, ns[s], packets[s],
                                                 index)
             dep = blocker < 0
-            end = end0 + fixed[s]
+            end = max(end0, ready + lat[s]) + fixed[s]
             pred = who if dep else blocker
         else:
             mask = 0
@@ -312,20 +333,20 @@ def schedule_loop(code, trips, eng, ns, fixed, ls, dep_ns, packets, op_lo, op_hi
         while sptr < spills.shape[0] and spills[sptr, 0] == c:
             if spills[sptr, 1] == 1:
                 _, _, n = _spill(spills[sptr, 2], spills[sptr, 3], end, index, spill_end,
-                                 spill_idx, dq, dqn, floor, nq, ns, fixed, packets, n, out_s,
-                                 out_f, out_p, out_d, out_q)
+                                 spill_idx, dq, dqn, floor, nq, ns, fixed, lat, packets, n,
+                                 out_s, out_f, out_p, out_d, out_q)
             sptr += 1
     return n
 
 
 @njit(cache=True)
-def _spill(s, tensor, ready, who, spill_end, spill_idx, dq, dqn, floor, nq, ns, fixed,
+def _spill(s, tensor, ready, who, spill_end, spill_idx, dq, dqn, floor, nq, ns, fixed, lat,
            packets, n, out_s, out_f, out_p, out_d, out_q):
     if spill_end[tensor] > ready:
         ready, who = spill_end[tensor], spill_idx[tensor]
     start, end0, mask, blocker = _place(dq, dqn, floor, nq, ready, ns[s], packets[s], n)
     dep = blocker < 0
-    end = end0 + fixed[s]
+    end = max(end0, ready + lat[s]) + fixed[s]
     out_s[n], out_f[n, 0], out_f[n, 1] = s, start, end
     out_p[n], out_d[n], out_q[n] = (who if dep else blocker), dep, mask
     spill_end[tensor], spill_idx[tensor] = end, n

@@ -18,8 +18,10 @@ from nki.cost.spills import add_spills
 from nki.results import MODEL
 
 # bump when a formula or a constant changes, so numbers across commits compare
-MODEL_VERSION = "nki-cost 0.2"   # 0.2: trn1 ports per memory, chained-instruction overhead,
-# legacy partition broadcasts on TensorE; 0.1.1: record merges always shorten (a crash fix)
+MODEL_VERSION = "nki-cost 0.3"   # 0.3: DMA = max(latency, descriptors + bytes / bandwidth),
+# 8 partitions per DMA engine, round-robin engine sharing; 0.2: trn1 ports per memory,
+# chained-instruction overhead, legacy partition broadcasts on TensorE; 0.1.1: record merges
+# always shorten (a crash fix)
 ENGINES = (*COMPUTE_ENGINES, DMA)
 
 

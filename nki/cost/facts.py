@@ -3,7 +3,8 @@
 Documented numbers cite the page of AWS's Neuron documentation they come from (as collected
 in the project's nki-spec.md §4, §5 and §10.3). Numbers the documentation does not give are
 marked ``assumed=True``: they are our stated assumptions, listed by :data:`SENSITIVITY` with
-the range a user should read the estimates against. No constant here was fitted to a
+the range a user should read the estimates against, as are the DMA constants read off a
+figure or a profile (``dma_latency_ns``, ``dma_desc_ns``). No constant here was fitted to a
 published whole-kernel timing (those are the model's exam, not its input).
 """
 
@@ -60,21 +61,24 @@ def _common() -> dict[str, Fact]:
         "vector_reciprocal_factor": _f(8, f"{SHARED_API}: VectorE reciprocal max(MIN_II, 8N)"),
         "gpsimd_rsqrt_factor": _f(4, f"{SHARED_API}: GpSimd rsqrt ~4x slower than ScalarE"),
         "dma_queues": _f(16, f"{DMA_OVERVIEW}: 16 DMA engines per NeuronCore"),
-        "dma_fixed_ns": _f(600, f"{DGE_PAGE}: a hardware-DGE DMA instruction ~ 600 ns"),
-        # each packet pays a setup before its bytes move (DMA guide), not quantified there:
-        # the guide's 32 KiB in 1416 ns on one trn2 engine leaves at most 211 ns for it at
-        # the theoretical 27.2 B/ns; 64 ns is our middle (descriptor fetch + the 16 x 4 B
-        # semaphore writes that end a transfer)
-        "dma_packet_setup_ns": _assume(64, f"{DMA_GUIDE}: a packet's setup latency, "
-                                           "bounded by 211 ns from its 32 KiB / 1416 ns"),
+        # One [128, B] transfer takes max(latency, streaming): the DMA overview's figure
+        # "DMA Throughput varying Bytes per Partition for p_dim = 128" (read by pixel:
+        # 256 B 10.5%, 512 B 20.9%, 1 KiB 42.5%, 2 KiB 81.4%, 4 KiB 96.7% of the 32 KiB
+        # point) doubles with B up to 1 KiB, i.e. a constant time per transfer: 842-856 ns
+        # at 256 B-1 KiB against the 32 KiB point's 366 B/ns; the hardware-DGE instruction
+        # (~600 ns, DGE page) and the cross-engine semaphore-to-start latency (~1300 ns,
+        # bandwidth guide) bound it, and are the sensitivity range
+        "dma_latency_ns": _f(850, f"{DMA_OVERVIEW}: the bytes-per-partition throughput "
+                                  "figure's constant time per transfer below 2 KiB"),
+        # a DMA buffer (one contiguous run, >= one per partition) occupies its engine: the
+        # perf guide's profile of tiny transfers (fig. 29, no generation named) shows a 4 B transfer
+        # lasting 7 ns on its engine; with it the figure's 4 KiB point is 96.7% (read
+        # 96.66%) and the overview's Example 1 (4 x 8 KiB on one trn2 engine, 1416 ns)
+        # 1453 ns
+        "dma_desc_ns": _f(7, f"{PERF_GUIDE}: Opt #9 profile, a 4 B DMA transfer lasts 7 ns"),
         "dma_transpose_hbm_eff": _f(0.9, f"{ARCH_V3}: DMA transpose <= 90% of copy "
                                          "throughput HBM->SBUF"),
         "dma_transpose_sbuf_eff": _f(0.5, f"{ARCH_V3}: DMA transpose <= 50% SBUF->SBUF"),
-        # the docs say < 256 B per partition is overhead-bound, >= 2 KiB recommended and
-        # >= 4 KiB saturates, but give no per-descriptor cost: 512 B of transfer time per
-        # descriptor gives 33% at 256 B, 80% at 2 KiB and 89% at 4 KiB
-        "dma_desc_overhead_bytes": _assume(512, f"fits the shape of {DMA_GUIDE}'s "
-                                                 "256 B / 2 KiB / 4 KiB guidance"),
         "swdge_factor": _assume(2.0, f"{DGE_PAGE} says software DGE is slower than "
                                      "hardware DGE, not by how much"),
         # AWS's compiler colours and rotates the addresses of a tile re-allocated every
@@ -157,10 +161,11 @@ def cost_facts(target: str) -> CostFacts:
     return CostFacts(name, {**_common(), **_per_target(name)})
 
 
-# constants the docs do not give: (name, low, high) the estimates should be read against
+# constants the docs do not give, or give only as a figure or a bound: (name, low, high) the
+# estimates should be read against
 SENSITIVITY: tuple[tuple[str, float, float], ...] = (
-    ("dma_desc_overhead_bytes", 256, 768),
-    ("dma_packet_setup_ns", 0, 211),
+    ("dma_latency_ns", 600, 1300),
+    ("dma_desc_ns", 3.5, 10.5),
     ("swdge_factor", 1.0, 3.0),
     ("rotation_depth", 1, 3),
     ("barrier_ns", 500, 1500),

@@ -37,7 +37,7 @@ def flatten(prep: Prepared, facts) -> dict:
     """The program as arrays: instructions, operands, bytecode, spill tables."""
     n = len(prep.instrs)
     eng = np.full(n, -1, np.int64)
-    f64 = {k: np.zeros(n) for k in ("ns", "fixed", "ls", "dep")}
+    f64 = {k: np.zeros(n) for k in ("ns", "fixed", "lat", "ls", "dep")}
     packets = np.zeros(n, np.int64)
     op_lo, op_hi = np.zeros(n, np.int64), np.zeros(n, np.int64)
     ports = np.zeros((n, 2), np.int64)
@@ -49,6 +49,7 @@ def flatten(prep: Prepared, facts) -> dict:
             if c.engine != DMA:
                 f64["dep"][s] = facts["dep_overhead_cycles"] / facts[f"{c.engine}_clock_ghz"]
         f64["ns"][s], f64["fixed"][s], f64["ls"][s] = c.ns, c.fixed_ns, c.ls_ns
+        f64["lat"][s] = c.floor_ns
         packets[s] = max(1, c.packets)
         if facts["port_conflicts"]:
             ports[s] = ("sbuf" in c.ports, "psum" in c.ports)   # trn1 shared ports
@@ -161,7 +162,8 @@ def loop_arrays(t: dict, cap: int, prep: Prepared, facts) -> tuple:
     ntensors = max((tt.id for tt in prep.program.tensors), default=0) + 1
     params = np.array([facts["rotation_depth"], facts["dma_queues"], max(1, prep.nloops),
                        ntensors], np.int64)
-    n = schedule_loop(t["code"], t["trips"], t["eng"], t["ns"], t["fixed"], t["ls"], t["dep"],
+    n = schedule_loop(t["code"], t["trips"], t["eng"], t["ns"], t["fixed"], t["lat"], t["ls"],
+                      t["dep"],
                       t["packets"], t["op_lo"], t["op_hi"], t["ports"], t["ops"], t["nfam"],
                       t["spills"], params, out_s, out_f, out_p, out_d, out_q)
     return n, out_s, out_f, out_p, out_d, out_q

@@ -42,14 +42,17 @@ _ENGINE_NAMES = {Engine.tensor: "tensor", Engine.vector: "vector", Engine.scalar
 class InstrCost:
     """The static cost of one IR instruction.
 
-    ``ns`` is the engine time of one execution (for a DMA, of its slowest packet, without the
-    fixed latency ``fixed_ns``); a matmul's LoadStationary part ``ls_ns`` can hide behind the
+    ``ns`` is the engine time of one execution (for a DMA, how long its slowest packet
+    occupies its DMA engine); a matmul's LoadStationary part ``ls_ns`` can hide behind the
     previous matmul (the scheduler decides). ``packets`` is how many DMA queues it spreads
-    over. Bytes are per execution."""
+    over. A DMA completes no sooner than ``floor_ns`` after it is ready (its latency, which
+    overlaps its streaming) and ``fixed_ns`` after its last packet. Bytes are per
+    execution."""
 
     engine: str
     ns: float
     fixed_ns: float = 0.0
+    floor_ns: float = 0.0
     ls_ns: float = 0.0
     packets: int = 0
     flops: float = 0.0
@@ -326,26 +329,37 @@ def _dma_cost(instr: Instr, facts: CostFacts) -> InstrCost:
     nbytes = _elems(dst) * dst.dtype.itemsize
     chip = dst if dst.space.on_chip else src if src.space.on_chip else None
     rows = chip.dims[0][1] if chip is not None else (dst.dims[0][1] if dst.dims else 1)
-    packets = max(1, min(int(facts["dma_queues"]), rows))
+    packets = dma_engines_used(rows, facts)
     run = max(1, min(_run_bytes(dst), _run_bytes(src)))
-    eff = descriptor_efficiency(run, facts)
+    eff = 1.0
     if instr.opcode is Opcode.DMA_TRANSPOSE:
-        eff *= facts["dma_transpose_hbm_eff"] if src.space.is_hbm else \
+        eff = facts["dma_transpose_hbm_eff"] if src.space.is_hbm else \
             facts["dma_transpose_sbuf_eff"]
     moved = nbytes * (2 if instr.opcode is Opcode.DMA_COMPUTE else 1)   # read-modify-write
-    ns = packet_ns(moved, packets, eff, src.space.is_hbm or dst.space.is_hbm, facts)
-    fixed = facts["dma_fixed_ns"]
+    hbm = src.space.is_hbm or dst.space.is_hbm
+    ns = packet_ns(moved, -(-nbytes // run), packets, eff, hbm, facts)
+    floor = facts["dma_latency_ns"]
     dge = getattr(instr, "dge_mode", None) or instr.attr("dge_mode")
     if instr.opcode in (Opcode.DMA_INDIRECT, Opcode.TENSOR_GATHER) or \
             getattr(dge, "name", "") == "swdge":
-        fixed *= facts["swdge_factor"]
+        floor *= facts["swdge_factor"]
+    fixed = 0.0
     if instr.opcode in (Opcode.COLLECTIVE, Opcode.COLLECTIVE_V, Opcode.SENDRECV,
                         Opcode.PERMUTE_IMPLICIT):
-        fixed += facts["barrier_ns"]
-    return InstrCost(DMA, ns, fixed_ns=fixed, packets=packets,
+        fixed = facts["barrier_ns"]
+    return InstrCost(DMA, ns, fixed_ns=fixed, floor_ns=floor, packets=packets,
                      hbm_read=nbytes if src.space.is_hbm else 0,
                      hbm_write=nbytes if dst.space.is_hbm else 0, bytes=nbytes,
                      note=f"{run} B per descriptor")
+
+
+def dma_engines_used(partitions: int, facts: CostFacts) -> int:
+    """How many of the 16 engines move a transfer over ``partitions`` partitions: each engine
+    serves 128 / 16 = 8 partition lanes (DMA overview: "A[4, 4096]... a single DMA engine
+    active"; "A[128, 128]... all 16 DMA engines")."""
+    queues = int(facts["dma_queues"])
+    lanes = max(1, 128 // queues)
+    return max(1, min(queues, -(-partitions // lanes)))
 
 
 def _queue_bandwidth(facts: CostFacts, hbm: bool) -> float:
@@ -358,23 +372,30 @@ def _queue_bandwidth(facts: CostFacts, hbm: bool) -> float:
     return bw
 
 
-def descriptor_efficiency(run_bytes: int, facts: CostFacts) -> float:
-    """Share of a queue's bandwidth left when each descriptor moves ``run_bytes``."""
-    return run_bytes / (run_bytes + facts["dma_desc_overhead_bytes"])
+def packet_ns(nbytes: int, descriptors: int, packets: int, eff: float, hbm: bool,
+              facts: CostFacts) -> float:
+    """How long one of ``packets`` equal packets of an ``nbytes`` transfer made of
+    ``descriptors`` contiguous runs occupies its DMA engine: its share of the runs at
+    ``dma_desc_ns`` each, plus its bytes at the engine's bandwidth (times ``eff``)."""
+    per_packet = -(-descriptors // packets)
+    return per_packet * facts["dma_desc_ns"] + \
+        nbytes / packets / (_queue_bandwidth(facts, hbm) * eff)
 
 
-def packet_ns(nbytes: int, packets: int, eff: float, hbm: bool, facts: CostFacts) -> float:
-    """Queue time of one of ``packets`` equal packets of an ``nbytes`` transfer."""
-    return facts["dma_packet_setup_ns"] + nbytes / packets / (_queue_bandwidth(facts, hbm) * eff)
+def dma_transfer_ns(nbytes: int, descriptors: int, packets: int, hbm: bool,
+                    facts: CostFacts) -> float:
+    """An isolated copy on idle engines: max(latency, the slowest packet's occupancy), as
+    the DMA overview's throughput figure has it."""
+    return max(facts["dma_latency_ns"], packet_ns(nbytes, descriptors, packets, 1.0, hbm,
+                                                  facts))
 
 
 def spill_cost(partitions: int, bytes_per_partition: int, store: bool,
                facts: CostFacts) -> InstrCost:
     """A compiler-inserted spill store (SBUF -> HBM scratch) or reload (HBM -> SBUF)."""
     nbytes = partitions * bytes_per_partition
-    packets = max(1, min(int(facts["dma_queues"]), partitions))
-    eff = descriptor_efficiency(bytes_per_partition, facts)
-    return InstrCost(DMA, packet_ns(nbytes, packets, eff, True, facts),
-                     fixed_ns=facts["dma_fixed_ns"], packets=packets,
+    packets = dma_engines_used(partitions, facts)
+    return InstrCost(DMA, packet_ns(nbytes, partitions, packets, 1.0, True, facts),
+                     floor_ns=facts["dma_latency_ns"], packets=packets,
                      hbm_write=nbytes if store else 0, hbm_read=0 if store else nbytes,
                      bytes=nbytes, note="spill store" if store else "spill reload")

@@ -9,10 +9,12 @@ plus ``dep_overhead_cycles`` when a dependency, not the engine, decided the star
 VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE the PSUM ports: an
 instruction waits for the port of each of those memories it touches (``InstrCost.ports``).
 
-A DMA instruction spreads its packets over the queues free soonest and completes
-``dma_fixed_ns`` after its last packet. LNC cores are scheduled side by side; a barrier (or a
-collective) completes on every core when the last core reaches it, plus ``barrier_ns``, and
-nothing after it on that core starts before.
+A DMA instruction spreads its packets over the queues free soonest and completes at the
+later of its last packet's end and ``floor_ns`` (``dma_latency_ns``) after it was ready: its
+latency overlaps its streaming and does not occupy an engine (the DMA overview's throughput
+figure: a transfer takes max(latency, bytes / bandwidth)). LNC cores are scheduled side by
+side; a barrier (or a collective) completes on every core when the last core reaches it,
+plus ``barrier_ns``, and nothing after it on that core starts before.
 """
 
 from __future__ import annotations
@@ -114,11 +116,11 @@ def _box(ref, env: list[int]) -> tuple[int, int, int, int]:
 
 
 class DmaEngines:
-    """The core's 16 DMA engines. Each serves its 16 queues round-robin (trn2 arch guide),
-    so a packet that is ready runs in any gap of its engine, not behind a packet still
-    waiting for its data: every engine keeps its busy intervals and a packet takes the
-    earliest gap after it is ready. Only the last ``KEEP`` intervals per engine are kept;
-    older ones become a floor nothing starts before (conservative)."""
+    """The core's 16 DMA engines. Each serves its 16 queues round-robin (trn2 arch guide), so
+    a packet that is ready shares its engine with the others in flight: it runs in the gaps
+    of its engine after it is ready, piece by piece, until its time is served (one packet
+    never waits whole behind a gap too short for it). Only the last ``KEEP`` busy intervals
+    per engine are kept; older ones become a floor nothing starts before (conservative)."""
 
     KEEP = 48
 
@@ -126,31 +128,42 @@ class DmaEngines:
         self.busy: list[list[tuple[float, float, int]]] = [[] for _ in range(n)]
         self.floor = [0.0] * n
 
-    def _fit(self, q: int, ready: float, dur: float) -> tuple[float, int]:
-        """Earliest start >= ready on engine q with ``dur`` free, and who blocked it."""
-        t, who = max(ready, self.floor[q]), -1
+    def _fill(self, q: int, ready: float, dur: float):
+        """The pieces ``dur`` takes in engine q's gaps from ``ready`` on: (end, the last
+        instruction that interrupted it or -1, pieces)."""
+        t, who, left, pieces = max(ready, self.floor[q]), -1, dur, []
         for s, e, idx in self.busy[q]:
             if e <= t:
                 continue
-            if s >= t + dur:
-                break
-            t, who = e, idx
-        return t, who
+            if s > t:
+                run = min(s - t, left)
+                pieces.append((t, t + run))
+                left -= run
+                if left <= 0:
+                    break
+            t, who = max(t, e), idx
+        if left > 0 or not pieces:
+            pieces.append((t, t + left))
+        return pieces[-1][1], who, pieces
 
     def place(self, ready: float, dur: float, k: int, index: int):
-        """Put ``k`` equal packets on the engines that can start them soonest; returns
-        (start of the first, end of the last, engines, blocker index)."""
-        fits = sorted(self._fit(q, ready, dur) + (q,) for q in range(len(self.busy)))[:k]
-        for t, _, q in fits:
+        """Put ``k`` equal packets on the engines that finish them soonest; returns (start
+        of the first, end of the last, engines, the instruction that held the last back)."""
+        fits = sorted(self._fill(q, ready, dur)[:2] + (q,) for q in range(len(self.busy)))[:k]
+        start = None
+        for _, _, q in fits:
+            _, _, pieces = self._fill(q, ready, dur)
+            start = pieces[0][0] if start is None else min(start, pieces[0][0])
             ivs = self.busy[q]
-            pos = len(ivs)
-            while pos and ivs[pos - 1][0] > t:
-                pos -= 1
-            ivs.insert(pos, (t, t + dur, index))
-            if len(ivs) > self.KEEP:
-                self.floor[q] = max(self.floor[q], ivs.pop(0)[1])
-        last = max(fits)
-        return fits[0][0], last[0] + dur, tuple(q for _, _, q in fits), last[1]
+            for ps, pe in pieces:
+                pos = len(ivs)
+                while pos and ivs[pos - 1][0] > ps:
+                    pos -= 1
+                ivs.insert(pos, (ps, pe, index))
+                if len(ivs) > self.KEEP:
+                    self.floor[q] = max(self.floor[q], ivs.pop(0)[1])
+        last = fits[-1]
+        return start, last[0], tuple(q for _, _, q in fits), last[1]
 
 
 class CoreScheduler:
@@ -298,7 +311,8 @@ class CoreScheduler:
         start, end, queues, blocker = self.dma.place(ready, cost.ns, max(1, cost.packets),
                                                      len(self.tl))
         dep = blocker < 0
-        return start, end + cost.fixed_ns, (who if dep else blocker), dep, queues
+        end = max(end, ready + cost.floor_ns) + cost.fixed_ns
+        return start, end, (who if dep else blocker), dep, queues
 
 
 # below this many executed instructions the Python loop is quicker than loading Numba

@@ -178,3 +178,23 @@ def test_lnc_barrier_waits_for_the_slower_core():
     assert est.cores[1].latency_ns > ends[1]
     with pytest.raises(ValueError, match="sync points"):
         estimate(nki.jit(barrier_after_uneven_work)[2], target="trn2", backend="numba")(x)
+
+
+def test_a_ready_packet_runs_in_the_gaps_of_its_engine_piece_by_piece():
+    # round-robin queues (trn2 arch guide): a packet shares its engine with the ones in
+    # flight instead of waiting whole for a gap as long as itself
+    from nki.cost.schedule import DmaEngines
+    dma = DmaEngines(1)
+    dma.place(0.0, 100.0, 1, 0)                  # busy 0-100
+    dma.busy[0].append((150.0, 300.0, 1))        # and 150-300
+    start, end, queues, blocker = dma.place(0.0, 100.0, 1, 2)
+    assert (start, end, queues, blocker) == (100.0, 350.0, (0,), 1)   # 50 in the gap + 50
+    assert [iv for iv in dma.busy[0] if iv[2] == 2] == [(100.0, 150.0, 2), (300.0, 350.0, 2)]
+
+
+def test_a_dma_completes_no_sooner_than_its_latency_after_it_is_ready():
+    # the DMA overview's figure: a small transfer takes the constant latency, not its bytes
+    from test_instr_cost import _dma_kernel  # one load, one store
+    est = estimate(nki.jit(_dma_kernel), target="trn2")(np.zeros((128, 64), np.float32))
+    (_, s0, e0), (_, s1, e1) = _ops(est)
+    assert (s0, e0) == (0.0, 850.0) and s1 == e0 and e1 == 1700.0

@@ -17,6 +17,6 @@ def test_one_row_per_assumed_constant_with_the_right_signs():
     rows = {r.constant: r for r in sensitivity(spec, "trn2")}
     assert set(rows) == {name for name, _, _ in SENSITIVITY}
     assert rows["rotation_depth"].low == 1 and rows["rotation_depth"].latency_low_pct >= 0
-    d = rows["dma_desc_overhead_bytes"]
+    d = rows["dma_latency_ns"]
     assert d.latency_low_pct <= 0 <= d.latency_high_pct
     assert "rotation_depth" in sensitivity_text(list(rows.values()))
