@@ -11,15 +11,21 @@ Two answers, for two questions:
   the address after its last read"). The capacity check (nki/jit/capacity.py) measures live
   bytes on these, so it is never stricter than a real allocator.
 
-Both keep a tensor a runtime loop (``DynFor``/``DynWhile``) touches live for the whole loop:
-the body was traced once but runs many times.
+Both keep a tensor a runtime loop (``DynFor``/``DynWhile``) touches live for the whole loop
+(the body was traced once but runs many times), except a tensor of the body's own: used only
+inside the loop, its first use an instruction that overwrites all of it without reading it
+(:func:`overwrites_whole`). Every pass then rewrites it before reading it, so no value crosses
+passes and its bytes may be shared with the body's other tiles, as a compiler's allocator
+shares them within the body (AWS's blockwise MoE while-loop holds more PSUM tiles over one
+pass than PSUM has banks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nki.ir.nodes import DYN_LOOPS, Instr, Program, RecordedLoop
+from nki.ir.nodes import DYN_LOOPS, Access, Instr, Program, RecordedLoop, TensorDecl
+from nki.ir.ops import OobMode, Opcode
 
 Frame = tuple[tuple[int, int], ...]   # the (loop, iteration) pairs around a statement
 
@@ -43,6 +49,10 @@ class Liveness:
     created inside a recorded loop (``RecordedLoop.tensors``); the rest were created outside
     every recorded loop."""
 
+    decls: dict[int, TensorDecl] = field(default_factory=dict)
+    fresh: set[int] = field(default_factory=set)
+    """Tensors first used inside a runtime loop by an instruction that overwrites all of them."""
+
     def visit(self, stmts, frame: Frame) -> None:
         for stmt in stmts:
             if isinstance(stmt, (RecordedLoop, *DYN_LOOPS)):
@@ -60,7 +70,11 @@ class Liveness:
                 self.spans[loop][1] = len(self.frames) - 1
             elif isinstance(stmt, Instr):
                 index = len(self.frames)
-                for _, acc, _ in stmt.accesses():
+                in_dyn = bool(self.dyn) and any(lp in self.dyn for lp, _ in frame)
+                for role, acc, is_write in stmt.accesses():
+                    if in_dyn and is_write and acc.tensor not in self.uses and \
+                            overwrites_whole(stmt, role, acc, self.decls.get(acc.tensor)):
+                        self.fresh.add(acc.tensor)
                     lo, hi = self.uses.get(acc.tensor, (index, index))
                     self.uses[acc.tensor] = (min(lo, index), max(hi, index))
                 self.frames.append(frame)
@@ -73,23 +87,63 @@ class Liveness:
 
 def walk_program(program: Program) -> Liveness:
     """One walk over ``program``'s unrolled trace."""
-    live = Liveness()
+    live = Liveness(decls={d.id: d for d in program.tensors})
     live.visit(program.body, ())
+    for tid in live.fresh:                 # a body's own tensor is born where it is written
+        first = live.uses[tid][0]
+        if tid not in live.born:
+            loop = next(lp for lp, _ in reversed(live.frames[first]) if lp in live.dyn)
+            live.born[tid] = (live.frames[first], live.spans[loop][1])
     return live
 
 
-def _around_runtime_loops(live: Liveness, lo: int, hi: int) -> tuple[int, int]:
+# instructions whose ``dst`` gets every element of the written view, none of it read first
+_OVERWRITING = frozenset((
+    Opcode.DMA_COPY, Opcode.DMA_TRANSPOSE, Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR,
+    Opcode.TENSOR_SCALAR, Opcode.SCALAR_TENSOR_TENSOR, Opcode.TENSOR_REDUCE, Opcode.MEMSET,
+    Opcode.IOTA, Opcode.ACTIVATION, Opcode.NC_TRANSPOSE, Opcode.NC_MATMUL))
+
+
+def overwrites_whole(instr: Instr, role: str, acc: Access, decl: TensorDecl | None) -> bool:
+    """Whether ``instr`` writes every element of ``decl`` through ``acc`` at a place fixed at
+    trace time, without reading the tensor: a whole, contiguous view as ``dst`` of a plain
+    overwriting instruction (no accumulating matmul, predicate, mask or skipped rows)."""
+    if decl is None or role != "dst" or instr.opcode not in _OVERWRITING or \
+            instr.attr("accumulate") or instr.attr("oob_mode", OobMode.error) != OobMode.error or \
+            instr.attr("indirect") or acc.dtype != decl.dtype:
+        return False
+    if any(a.tensor == acc.tensor for _, a in instr.reads):
+        return False
+    if not (acc.offset.is_const and acc.offset.const == 0 and acc.partition.is_const
+            and acc.partition.const == 0):
+        return False
+    dims = acc.dims if decl.memory.on_chip else ((1, 1),) + acc.dims
+    if dims[0][1] != decl.partitions:
+        return False
+    stride = 1
+    for step, count in reversed(dims[1:]):
+        if count > 1 and step != stride:
+            return False
+        stride *= count
+    return stride == decl.free_size
+
+
+def _around_runtime_loops(live: Liveness, lo: int, hi: int, tid: int) -> tuple[int, int]:
+    """``lo..hi`` widened to each runtime loop around either end, except loops holding all
+    of a tensor whose first use overwrites it whole (see the module doc)."""
     if not live.dyn:
         return lo, hi
-    for loop, _ in live.frames[lo] + live.frames[hi]:
-        if loop in live.dyn:
+    inside = set(live.frames[lo]) & set(live.frames[hi]) if tid in live.fresh else set()
+    for loop, k in live.frames[lo] + live.frames[hi]:
+        if loop in live.dyn and (loop, k) not in inside:
             lo, hi = min(lo, live.spans[loop][0]), max(hi, live.spans[loop][1])
     return lo, hi
 
 
 def exact_ranges(live: Liveness) -> dict[int, tuple[int, int]]:
     """First and last instruction index using each tensor (whole runtime loops included)."""
-    return {tid: _around_runtime_loops(live, lo, hi) for tid, (lo, hi) in live.uses.items()}
+    return {tid: _around_runtime_loops(live, lo, hi, tid) for tid, (lo, hi) in
+            live.uses.items()}
 
 
 def live_ranges(live: Liveness) -> dict[int, tuple[int, int]]:
@@ -115,7 +169,7 @@ def live_ranges(live: Liveness) -> dict[int, tuple[int, int]]:
         if born != live.frames[lo]:        # created in another iteration or outside a loop
             lo = min(lo, made_by[tid], it_end, _entry_of(live, born, live.frames[lo]))
             lo = max(lo, 0)
-        lo, hi = _around_runtime_loops(live, lo, hi)
+        lo, hi = _around_runtime_loops(live, lo, hi, tid)
         outer = {loop for loop, _ in born}
         for loop, _ in live.frames[hi]:
             if loop not in outer:          # created before this loop: live to its end
