@@ -446,7 +446,10 @@ Reading the numbers:
 * fused -> flash: the same arithmetic in blocks of 512 keys, plus the rescaling of the
   running max, sum and accumulator per block: more, smaller instructions, each paying the
   model's minimum issue time and dependency overhead. Flash attention is not a speed-up at
-  this size; it is what lets S grow without the score rows outgrowing PSUM and SBUF.
+  this size; it is what lets S grow: at S = 8192 the fused step's [128, S] fp32 score
+  block needs 32 KiB per partition, twice PSUM, and tracing it fails with
+  nki_psum_capacity_exceeded. Step 3's on-chip memory does not depend on S; steps 4-5
+  keep k and v resident, 4 * S bytes of SBUF per partition (of 224 KiB on trn2).
 * flash -> hoisted: kT and v cross HBM once instead of once per query tile, in transfers
   of S * 2 bytes per partition. DMA time nearly disappears; what is left is VectorE and ScalarE
   waiting on each other and on TensorE.
