@@ -85,6 +85,15 @@ def test_affine_row_twin_gives_the_compiled_bits(rng, use_scale, use_bias):
         np.testing.assert_array_equal(_bits(mine), _bits(theirs))
 
 
+def test_square_twin_gives_the_compiled_bits(rng):
+    x = _special_floats(rng, 300)
+    mine, theirs = np.empty_like(x), np.empty_like(x)
+    pure_value(activation._square_into)(x, mine)
+    activation._square_into(x, theirs)
+    np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+    np.testing.assert_array_equal(_bits(theirs), _bits(x * x))
+
+
 @pytest.mark.parametrize("op0", [alu.ADD, alu.SUB, alu.MUL])
 @pytest.mark.parametrize("op1", [alu.ADD, alu.SUB, alu.MUL])
 def test_stt_row_twin_gives_the_compiled_bits(rng, op0, op1):

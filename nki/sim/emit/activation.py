@@ -18,6 +18,7 @@ from nki.sim.emit import emitter, imm
 from nki.sim.helpers import accumulators as accs
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
+    copy_row,
     element_offset,
     float_rows,
     load_f32,
@@ -113,8 +114,21 @@ def apply_act_into(code, z, out):
         tr.rsqrt(z, out)
     elif code == RECIPROCAL:
         tr.reciprocal(z, out)
+    elif code == SQUARE:
+        _square_into(z, out)
+    elif code == COPY:
+        copy_row(out, z)
     else:
         out[:] = _elementary(code, z)
+
+
+@njit(cache=True, nogil=True)
+def _square_into(z, out):
+    """``out = z * z`` in one loop (rmsnorm's sum of squares): ``_elementary``'s array
+    expression made a new array per row and a second pass to copy it (a 128x1024 square
+    cost as much as an exp)."""
+    for i in range(out.size):
+        out[i] = z[i] * z[i]
 
 
 @njit(cache=True, nogil=True)

@@ -47,6 +47,14 @@ def _stt_row(op0, op1, d, x, c, u):
     return None
 
 
+@vectorised("nki.sim.emit.activation", "_square_into")
+def _square_into(z, out):
+    """``activation._square_into``: one fp32 product per element."""
+    with np.errstate(all="ignore"):
+        out[:] = z * z
+    return None
+
+
 @vectorised("nki.sim.emit.activation", "_affine_row")
 def _affine_row(src, dst, use_scale, s, use_bias, b):
     """``activation._affine_row``: the same fp32 product, then the same fp32 sum (``s`` and
