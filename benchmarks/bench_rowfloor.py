@@ -1,6 +1,6 @@
 """Row and elementwise kernels (issue 13, target 1) against torch fp32 and against their floor.
 
-    python benchmarks/bench_rowfloor.py [--only NAME] [--repeat N] [--json PATH]
+    python benchmarks/bench_rowfloor.py [--only NAME] [--repeat N] [--profile] [--json PATH]
 
 (default PATH: benchmarks/results/rowfloor.json)
 
@@ -20,6 +20,7 @@ jobs' slices too), the three called in turn:
 Where ``floor / torch`` is above 1.5, the 1.5x target is out of reach for a simulator that
 materialises every instruction's result (the design): the gap to torch is then the
 numerics' and the design's, not the helpers' overhead, which is ``nki / floor``.
+``--profile`` adds each fp32 kernel's slowest instructions (``Kernel.profile``) to the record.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import argparse
 import os
 import sys
 import time
+from functools import partial
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -170,7 +172,8 @@ def elementwise_floor(x, out, fn):
 
 
 def cases(only: str):
-    """(name, nki callable, torch callable, floor callable or None)."""
+    """(name, nki call as a ``partial`` of the kernel, torch callable, floor callable or
+    None)."""
     import torch
     import torch.nn.functional as tf
     from nki.kernels.mlp import gelu, silu
@@ -189,17 +192,17 @@ def cases(only: str):
         tx, te = (torch.from_numpy(np.asarray(a, F32)) for a in (xs, es))
         floor = dt == "fp32"    # the floor of the fp32 instruction sequence
         rows = [
-            ("softmax", lambda: softmax_rows(xs), lambda: torch.softmax(tx, -1),
+            ("softmax", partial(softmax_rows, xs), lambda: torch.softmax(tx, -1),
              lambda: softmax_floor(x, out)),
-            ("log_softmax", lambda: log_softmax(xs), lambda: torch.log_softmax(tx, -1),
+            ("log_softmax", partial(log_softmax, xs), lambda: torch.log_softmax(tx, -1),
              lambda: softmax_floor(x, out, log=True)),
-            ("layernorm", lambda: layernorm(xs, g, b),
+            ("layernorm", partial(layernorm, xs, g, b),
              lambda: tf.layer_norm(tx, (D,), tg, tb, 1e-5), lambda: layernorm_floor(x, out, g, b)),
-            ("rmsnorm", lambda: rmsnorm(xs, g), lambda: tf.rms_norm(tx, (D,), tg, 1e-6),
+            ("rmsnorm", partial(rmsnorm, xs, g), lambda: tf.rms_norm(tx, (D,), tg, 1e-6),
              lambda: rmsnorm_floor(x, out, g)),
-            ("gelu", lambda: gelu(es), lambda: tf.gelu(te),
+            ("gelu", partial(gelu, es), lambda: tf.gelu(te),
              lambda: elementwise_floor(e, out, tr.gelu)),
-            ("silu", lambda: silu(es), lambda: tf.silu(te),
+            ("silu", partial(silu, es), lambda: tf.silu(te),
              lambda: elementwise_floor(e, out, tr.silu)),
         ]
         for name, nki_fn, torch_fn, floor_fn in rows:
@@ -223,11 +226,11 @@ def _backward_cases(only: str, x, g, b):
     tx, tdy, tg, tb = (torch.from_numpy(t) for t in (x, dy, g, b))
     ttgt = torch.from_numpy(tgt.astype(np.int64))
     rows = [
-        ("layernorm_bwd", lambda: layernorm_bwd(dy, x, g),
+        ("layernorm_bwd", partial(layernorm_bwd, dy, x, g),
          _backward_only(lambda x, g, b: tf.layer_norm(x, (D,), g, b, 1e-5), (tx, tg, tb), tdy)),
-        ("rmsnorm_bwd", lambda: rmsnorm_bwd(dy, x, g),
+        ("rmsnorm_bwd", partial(rmsnorm_bwd, dy, x, g),
          _backward_only(lambda x, g: tf.rms_norm(x, (D,), g, 1e-6), (tx, tg), tdy)),
-        ("cross_entropy", lambda: cross_entropy(x, tgt),
+        ("cross_entropy", partial(cross_entropy, x, tgt),
          lambda: tf.cross_entropy(tx, ttgt, reduction="none").mean()),
     ]
     for name, nki_fn, torch_fn in rows:
@@ -252,10 +255,23 @@ def _best_of_three(nki_fn, torch_fn, floor_fn, repeat: int) -> tuple[float, floa
     return best[0], best[1], best[2]
 
 
+def profile_top(call: partial, repeat: int, top: int = 8) -> list[dict]:
+    """The ``top`` instructions by host time (``Kernel.profile``; per instruction the best
+    of ``repeat`` runs): where a kernel's time goes."""
+    profiles = [call.func.profile(*call.args)[0] for _ in range(repeat)]
+    seconds = np.min([p.seconds for p in profiles], axis=0)
+    calls, origins = profiles[0].calls, profiles[0].origins
+    return [{"instruction": origins[k], "calls": int(calls[k]), "ms": seconds[k] * 1e3,
+             "us_per_call": seconds[k] / calls[k] * 1e6}
+            for k in np.argsort(-seconds)[:top] if calls[k]]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="", help="run only cases whose name contains this")
     ap.add_argument("--repeat", type=int, default=11)
+    ap.add_argument("--profile", action="store_true",
+                    help="also record each fp32 kernel's slowest instructions")
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
                                                    "rowfloor.json"))
     args = ap.parse_args()
@@ -275,6 +291,8 @@ def main() -> int:
                        nki_over_floor=t_nki / t_floor)
             cols = [f"{t_floor * 1e3:9.2f}", f"{t_floor / t_torch:11.2f}",
                     f"{t_nki / t_floor:9.2f}"]
+        if args.profile and "fp32" in name:
+            row["profile"] = profile_top(nki_fn, args.repeat)
         rows.append(row)
         print(f"{name:28s} {t_nki * 1e3:8.2f} {t_torch * 1e3:9.2f} {cols[0]} "
               f"{t_nki / t_torch:9.2f} {cols[1]} {cols[2]}", flush=True)
