@@ -13,6 +13,7 @@ import nki.isa as nisa
 import nki.language as nl
 from nki.errors import NkiUnsupportedError, NkiValidationError
 from nki.ir.ops import Act
+from nki.sim import transcend as tr
 from nki.sim.emit.activation import reference_activation
 
 BF16 = ml_dtypes.bfloat16
@@ -524,3 +525,63 @@ def test_rows_in_arena_aliasing(rng, where, reduce, dtype):
         np.testing.assert_array_equal(r, seq_sum(y))
     else:
         np.testing.assert_allclose(r, seq_sum(ref.astype(np.float32)), rtol=1e-5)
+
+
+# ------------------------------------- the row path: scale, bias and sums fused per row group
+
+
+def _row_path_kernel(cmd, scale_kind, bias_kind):
+    def kernel(a, s, b, r0):
+        P = a.shape[0]
+        x = _tile(a)
+        y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        st = _tile(s) if scale_kind == "tile" else (0.75 if scale_kind == "scalar" else 1.0)
+        bt = {"tile": _tile(b) if bias_kind == "tile" else None, "scalar": -0.25,
+              "none": None}[bias_kind]
+        if cmd == "reduce":   # registers first hold r0's row sums, then continue from there
+            y0 = nl.ndarray(r0.shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=y0, op=nl.copy, data=_tile(r0), reduce_op=nl.add,
+                            reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.activation(dst=y, op=nl.exp, data=x, bias=bt, scale=st, reduce_op=nl.add,
+                        reduce_res=r, reduce_cmd=getattr(nisa.reduce_cmd, cmd))
+        out, res = _out(y), _out(r)
+        nisa.dma_copy(dst=out, src=y)
+        nisa.dma_copy(dst=res, src=r)
+        return out, res
+    return kernel
+
+
+def _special_values(rng, shape) -> np.ndarray:
+    """Normal values with NaN, +-inf, +-0, subnormals and exp's boundaries sprinkled in."""
+    a = rng.uniform(-30, 30, shape).astype(np.float32)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-39, -3e-39,
+                        88.72283, 88.72284, -103.97, -104.0, -110.0, 1e30, -1e30],
+                       np.float32)
+    flat = a.reshape(-1)
+    at = rng.choice(flat.size, min(flat.size, 3 * special.size), replace=False)
+    flat[at] = np.resize(special, at.size)
+    return a
+
+
+@pytest.mark.parametrize("P,F", [(1, 40), (7, 33), (9, 1024), (100, 2048), (128, 1024)])
+@pytest.mark.parametrize("cmd", ["reset_reduce", "reduce"])
+@pytest.mark.parametrize("scale_kind,bias_kind", [("tile", "tile"), ("scalar", "scalar"),
+                                                  ("none", "tile"), ("tile", "none")])
+def test_row_path_bits(backend, rng, P, F, cmd, scale_kind, bias_kind):
+    """The row path (scale and bias in one pass, sums folded every few rows) gives exactly
+    ``exp(fp32(fp32(a * s) + b))`` with the whole-array exp and in-order fp32 row sums."""
+    a = _special_values(rng, (P, F))
+    s = rng.uniform(0.5, 1.5, (P, 1)).astype(np.float32)
+    b = rng.uniform(-2, 2, (P, 1)).astype(np.float32)
+    r0 = rng.uniform(-1, 1, (P, 3)).astype(np.float32)
+    y, r = nki.jit(_row_path_kernel(cmd, scale_kind, bias_kind), backend=backend)(a, s, b, r0)
+    scale = {"tile": s, "scalar": np.float32(0.75), "none": None}[scale_kind]
+    bias = {"tile": b, "scalar": np.float32(-0.25), "none": None}[bias_kind]
+    with np.errstate(all="ignore"):
+        z = a * scale if scale is not None else a.copy()
+        z = z + bias if bias is not None else z
+    expect = tr.exp(np.ascontiguousarray(z, np.float32))
+    np.testing.assert_array_equal(y.view(np.int32), expect.view(np.int32))
+    start = seq_sum(r0)[:, 0] if cmd == "reduce" else None
+    np.testing.assert_array_equal(r.view(np.int32), seq_sum(expect, start).view(np.int32))

@@ -263,3 +263,20 @@ def test_tensor_scalar_bf16_rows(rng, where, out_dtype):
     with np.errstate(all="ignore"):
         expect = ((c - a.astype(np.float32)) * np.float32(3.0)).astype(np.float32)
     np.testing.assert_array_equal(y.astype(np.float32), expect.astype(out_dtype).astype(np.float32))
+
+
+_ARITH = [(nl.add, np.add), (nl.subtract, np.subtract), (nl.multiply, np.multiply)]
+
+
+@pytest.mark.parametrize("op0,ref0", _ARITH, ids=["add", "subtract", "multiply"])
+@pytest.mark.parametrize("op1,ref1", _ARITH, ids=["add", "subtract", "multiply"])
+@pytest.mark.parametrize("reverse0", [False, True])
+def test_scalar_tensor_tensor_arithmetic_bits(backend, rng, op0, ref0, op1, ref1, reverse0):
+    """Every arithmetic operator pair (the one-pass rows when not reversed) gives numpy's
+    two fp32 steps exactly, NaN/inf/+-0/subnormal operands included."""
+    a, b = _specials(rng, (128, 1024)), _specials(rng, (128, 1024))
+    s = _specials(rng, (128, 1))
+    y = nki.jit(_stt_kernel(op0, op1, reverse0), backend=backend)(a, s, b)
+    with np.errstate(all="ignore"):
+        t = ref0(s, a) if reverse0 else ref0(a, s)
+        _same_bits(y, ref1(t, b).astype(np.float32))

@@ -15,7 +15,7 @@ import pytest
 
 from nki import config
 from nki.sim import tier
-from nki.sim.emit import reduce
+from nki.sim.emit import activation, reduce, select
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import pure_value
 from nki.sim.transcend import elementary
@@ -71,6 +71,37 @@ def test_row_twin_gives_the_compiled_bits(rng, op):
         mine, theirs = d.copy(), d.copy()
         assert pure_value(alu.row_into)(op, mine, x, x_first)
         assert alu.row_into(op, theirs, x, x_first)
+        np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+
+
+@pytest.mark.parametrize("use_scale,use_bias", [(1, 1), (1, 0), (0, 1)])
+def test_affine_row_twin_gives_the_compiled_bits(rng, use_scale, use_bias):
+    x = _special_floats(rng, 300)
+    for s, b in ((np.float32(0.75), np.float32(-1.5)), (np.float32(np.nan), np.float32(3e38)),
+                 (np.float32(-0.0), np.float32(1e-45))):
+        mine, theirs = np.empty_like(x), np.empty_like(x)
+        pure_value(activation._affine_row)(x, mine, use_scale, s, use_bias, b)
+        activation._affine_row(x, theirs, use_scale, s, use_bias, b)
+        np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+
+
+def test_square_twin_gives_the_compiled_bits(rng):
+    x = _special_floats(rng, 300)
+    mine, theirs = np.empty_like(x), np.empty_like(x)
+    pure_value(activation._square_into)(x, mine)
+    activation._square_into(x, theirs)
+    np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+    np.testing.assert_array_equal(_bits(theirs), _bits(x * x))
+
+
+@pytest.mark.parametrize("op0", [alu.ADD, alu.SUB, alu.MUL])
+@pytest.mark.parametrize("op1", [alu.ADD, alu.SUB, alu.MUL])
+def test_stt_row_twin_gives_the_compiled_bits(rng, op0, op1):
+    x, u = _special_floats(rng, 300), _special_floats(rng, 300)[::-1].copy()
+    for c in (np.float32(1.5), np.float32(-0.0), np.float32(np.nan), np.float32(3e38)):
+        mine, theirs = np.empty_like(x), np.empty_like(x)
+        pure_value(select._stt_row)(op0, op1, mine, x, c, u)
+        select._stt_row(op0, op1, theirs, x, c, u)
         np.testing.assert_array_equal(_bits(mine), _bits(theirs))
 
 

@@ -114,8 +114,21 @@ def apply_act_into(code, z, out):
         tr.rsqrt(z, out)
     elif code == RECIPROCAL:
         tr.reciprocal(z, out)
+    elif code == SQUARE:
+        _square_into(z, out)
+    elif code == COPY:
+        copy_row(out, z)
     else:
         out[:] = _elementary(code, z)
+
+
+@njit(cache=True, nogil=True)
+def _square_into(z, out):
+    """``out = z * z`` in one loop (rmsnorm's sum of squares): ``_elementary``'s array
+    expression made a new array per row and a second pass to copy it (a 128x1024 square
+    cost as much as an exp)."""
+    for i in range(out.size):
+        out[i] = z[i] * z[i]
 
 
 @njit(cache=True, nogil=True)
@@ -134,20 +147,32 @@ def _row_sums(start, y, first):
 
 
 @njit(cache=True, nogil=True)
-def _update_registers(PS, irow, frow, L, y, cmd, P, row, has_res):
+def _lanes(PS, irow, L, P, row):
+    """This instruction's ScalarE register lanes (a view): lane ``i`` is physical partition
+    ``i``, and the data operand's first partition is its element offset divided by the
+    partition stride ``row``."""
+    lane0 = element_offset(irow, DATA, L) // row
+    return PS.view(np.float32)[-SCALAR_ACC_FROM_END:][lane0:lane0 + P]
+
+
+@njit(cache=True, nogil=True)
+def _update_registers(PS, irow, frow, L, y, cmd, P, row, has_res, sums):
     """Apply ``reduce_cmd`` to this instruction's lanes; returns them (P,) after the update.
 
-    Lane ``i`` is physical partition ``i``: the data operand's first partition is its
-    element offset divided by the partition stride ``row``. ``reduce`` and an ``idle``
-    read-out use the registers as they are, so never-written lanes are logged first."""
+    ``sums``: the lanes' new values for ``reduce`` / ``reset_reduce`` when the caller folded
+    them already (P of them), else empty and they are folded here from ``y``. ``reduce`` and
+    an ``idle`` read-out use the registers as they are, so never-written lanes are logged
+    first."""
     lane0 = element_offset(irow, DATA, L) // row
-    regs = PS.view(np.float32)[-SCALAR_ACC_FROM_END:][lane0:lane0 + P]
+    regs = _lanes(PS, irow, L, P, row)
     if cmd == REDUCE or (cmd == IDLE and has_res == 1):
         accs.check_lanes(PS, frow, accs.SCALAR, lane0, P)
     if cmd != IDLE:
         accs.mark_written(PS, accs.SCALAR, lane0, P)
     if cmd == RESET:
         regs[:] = np.float32(0.0)
+    elif (cmd == REDUCE or cmd == RESET_REDUCE) and sums.size == P:
+        regs[:] = sums
     elif cmd == REDUCE:
         regs[:] = _row_sums(regs, y, 0)
     elif cmd == RESET_REDUCE:
@@ -164,45 +189,85 @@ def _column(H, S, PS, irow, frow, L, base, imm, is_tile, P):
 
 
 @njit(cache=True, nogil=True)
-def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias, need_y):
+def _affine_row(src, dst, use_scale, s, use_bias, b):
+    """``dst = src * s + b`` (each step only when used) in one pass over two distinct rows:
+    the engine's two fp32 roundings in its order (no fastmath, so no FMA contraction), where
+    a copy and two in-place passes made three."""
+    if use_scale == 1 and use_bias == 1:
+        for i in range(dst.size):
+            dst[i] = src[i] * s + b
+    elif use_scale == 1:
+        for i in range(dst.size):
+            dst[i] = src[i] * s
+    else:
+        for i in range(dst.size):
+            dst[i] = src[i] + b
+
+
+@njit(cache=True, nogil=True)
+def _fold_group(dm, do, ds, g0, g1, n, fold, start, sums):
+    """Row sums of dst rows ``g0 .. g1`` (just written, still in L1) into ``sums[g0:g1]``:
+    from ``start`` (``fold`` 1, ``reduce``) or from each row's first element (``fold`` 2,
+    ``reset_reduce``); the very additions, in the very order, of folding the whole tile
+    afterwards (:func:`_row_sums`)."""
+    y = np.lib.stride_tricks.as_strided(dm[do + g0 * ds:], shape=(g1 - g0, n),
+                                        strides=(ds * 4, 4))
+    if fold == 1:
+        sums[g0:g1] = alu.fold_rows_f32(alu.ADD, start[g0:g1], y)
+    else:
+        sums[g0:g1] = alu.fold_rows_f32(alu.ADD, y[:, 0], y[:, 1:])
+
+
+_FOLD_ROWS = 8   # rows written before their sums are folded: 8 x 4 KiB rows stay in L1
+
+
+@njit(cache=True, nogil=True)
+def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias, need_y,
+                        fold, start):
     """``dst = op(data * scale + bias)`` row by row, from the data rows straight into the dst
     rows (fp32 or bf16, decoded and rounded a row at a time), when the rows are the same or
     share no element. Returns (done, the dst rows as a (P, n) fp32 view for the register
-    sums, or an empty array); bf16 dst rows are refused when ``need_y`` (the sums are of the
-    fp32 results). One read and one write per element, where decoding a copy, scaling it,
-    mapping it into a new array and storing that made four passes (a quarter of a
-    1M-element gelu). Same arithmetic, in the same order, so the same bits."""
+    sums, or an empty array, the register sums when ``fold`` asked for them, else empty);
+    bf16 dst rows are refused when ``need_y`` (the sums are of the fp32 results). One read
+    and one write per element, where decoding a copy, scaling it, mapping it into a new
+    array and storing that made four passes (a quarter of a 1M-element gelu); the sums are
+    folded every ``_FOLD_ROWS`` rows while those rows are in L1 (a 128x1024 exp with sums:
+    117 µs, was 152 µs folding the tile afterwards). Same arithmetic, in the same order, so
+    the same bits."""
     none = np.empty((0, 0), np.float32)
+    sums = np.empty(P if fold != 0 else 0, np.float32)
     x32, xm, xh, xo, xs, xr, n = float_rows(H, S, PS, irow, DATA, L)
     d32, dm, dh, do, ds, dr, dn = float_rows(H, S, PS, irow, DST, L)
     if dr != P or xr != P or dn != n or (need_y and not d32) or \
             not rows_same_or_apart(irow, DATA, x32, xo, xs, DST, d32, do, ds, P, n):
-        return False, none
+        return False, none, sums[:0]
     zbuf, obuf = np.empty(n, np.float32), np.empty(n, np.float32)
+    g0 = 0
     for r in range(P):
         z, x0, d0 = zbuf, xo + r * xs, do + r * ds
-        if x32:
+        s = scale[r, 0] if scale.shape[0] == P else scale[0, 0]
+        b = bias[r, 0] if bias.shape[0] == P else bias[0, 0]
+        if x32 and (use_scale == 1 or use_bias == 1):
+            _affine_row(xm[x0:x0 + n], zbuf, use_scale, s, use_bias, b)
+        elif x32:
             z = xm[x0:x0 + n]
         else:
             nm.bf16_to_f32_into(xh[x0:x0 + n], zbuf)
-        if use_scale == 1 or use_bias == 1:
-            if x32:
-                copy_row(zbuf, z)
-                z = zbuf
             if use_scale == 1:
-                alu.col_into(alu.MUL, z, scale[r, 0] if scale.shape[0] == P else scale[0, 0],
-                             False)
+                alu.col_into(alu.MUL, zbuf, s, False)
             if use_bias == 1:
-                alu.col_into(alu.ADD, z, bias[r, 0] if bias.shape[0] == P else bias[0, 0],
-                             False)
+                alu.col_into(alu.ADD, zbuf, b, False)
         if d32:
             apply_act_into(act, z, dm[d0:d0 + n])
         else:
             apply_act_into(act, z, obuf)
             nm.f32_to_bf16_into(obuf, dh[d0:d0 + n])
+        if fold != 0 and (r + 1 - g0 == _FOLD_ROWS or r == P - 1):
+            _fold_group(dm, do, ds, g0, r + 1, n, fold, start, sums)
+            g0 = r + 1
     if not d32:
-        return True, none
-    return True, np.lib.stride_tricks.as_strided(dm[do:], shape=(P, n), strides=(ds * 4, 4))
+        return True, none, sums
+    return True, np.lib.stride_tricks.as_strided(dm[do:], shape=(P, n), strides=(ds * 4, 4)), sums
 
 
 @helper(row_wise=True)
@@ -219,8 +284,12 @@ def activation(H, S, PS, irow, frow, L):
     scale = _column(H, S, PS, irow, frow, L, SCALE, 0, t_scale, P) if use_scale == 1 else one
     bias = _column(H, S, PS, irow, frow, L, BIAS, 1, t_bias, P) if use_bias == 1 else one
     need_y = cmd == RESET or cmd == REDUCE or cmd == RESET_REDUCE or has_res == 1
-    done, y = _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, bias,
-                                  need_y)
+    # the row path folds the sums as it goes: from the registers as they are (reduce) or
+    # from each row's first element (reset_reduce)
+    fold = 1 if cmd == REDUCE else (2 if cmd == RESET_REDUCE else 0)
+    start = _lanes(PS, irow, L, P, row).copy() if fold == 1 else np.empty(0, np.float32)
+    done, y, sums = _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale,
+                                        use_bias, bias, need_y, fold, start)
     if not done:
         z = load_f32(H, S, PS, irow, DATA, L).reshape(P, -1)   # a fresh array: updated in place
         # column ops as explicit loops (Numba's broadcasting array expressions are 4-8x slower)
@@ -231,7 +300,7 @@ def activation(H, S, PS, irow, frow, L):
         y = apply_act(act, z)
         store_f32(H, S, PS, irow, DST, L, y)
     if need_y:
-        regs = _update_registers(PS, irow, frow, L, y, cmd, P, row, has_res)
+        regs = _update_registers(PS, irow, frow, L, y, cmd, P, row, has_res, sums)
         if has_res == 1:
             store_f32(H, S, PS, irow, RES, L, regs.reshape(P, 1))
     return 0

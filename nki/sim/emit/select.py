@@ -306,13 +306,56 @@ def _direct_stt(H, S, PS, irow, frow, L, P):
         c = _f32(H, S, PS, irow, OP2, L, P)   # read before anything is written
         if c.shape[1] != 1:
             return False
+    one_pass = not x_here and rev0 == 0 and rev1 == 0 and op0 <= alu.MUL and op1 <= alu.MUL
     for r in range(dr):
         d = dm[do + r * ds:do + r * ds + dn]
+        u = um[uo + r * us:uo + r * us + dn]
+        cr = c[r if c.shape[0] > 1 else 0, 0]
+        if one_pass:
+            _stt_row(op0, op1, d, xm[xo + r * xs:xo + r * xs + dn], cr, u)
+            continue
         if not x_here:
             copy_row(d, xm[xo + r * xs:xo + r * xs + dn])
-        alu.col_into(op0, d, c[r if c.shape[0] > 1 else 0, 0], rev0 == 1)
-        alu.row_into(op1, d, um[uo + r * us:uo + r * us + dn], rev1 == 1)
+        alu.col_into(op0, d, cr, rev0 == 1)
+        alu.row_into(op1, d, u, rev1 == 1)
     return True
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _stt_row(op0, op1, d, x, c, u):
+    """``d = (x op0 c) op1 u`` in one pass over three distinct rows, for ``op0`` and ``op1``
+    among add, subtract, multiply (not reversed): the two fp32 roundings of the copy and two
+    in-place passes it replaces (no fastmath, so no FMA). One loop per operator pair: a loop
+    that branches on the operators inside does not vectorise (5x slower than the 3 passes);
+    this one is 30% faster than them (16 rows x 1024: 4.8 -> 3.4 us)."""
+    n = d.size
+    if op0 == alu.ADD and op1 == alu.ADD:
+        for i in range(n):
+            d[i] = (x[i] + c) + u[i]
+    elif op0 == alu.ADD and op1 == alu.SUB:
+        for i in range(n):
+            d[i] = (x[i] + c) - u[i]
+    elif op0 == alu.ADD:
+        for i in range(n):
+            d[i] = (x[i] + c) * u[i]
+    elif op0 == alu.SUB and op1 == alu.ADD:
+        for i in range(n):
+            d[i] = (x[i] - c) + u[i]
+    elif op0 == alu.SUB and op1 == alu.SUB:
+        for i in range(n):
+            d[i] = (x[i] - c) - u[i]
+    elif op0 == alu.SUB:
+        for i in range(n):
+            d[i] = (x[i] - c) * u[i]
+    elif op1 == alu.ADD:
+        for i in range(n):
+            d[i] = (x[i] * c) + u[i]
+    elif op1 == alu.SUB:
+        for i in range(n):
+            d[i] = (x[i] * c) - u[i]
+    else:
+        for i in range(n):
+            d[i] = (x[i] * c) * u[i]
 
 
 @helper(row_wise=True)

@@ -39,6 +39,32 @@ def col_into(op, d, c, c_first):
     return True
 
 
+@vectorised("nki.sim.emit.select", "_stt_row")
+def _stt_row(op0, op1, d, x, c, u):
+    """``select._stt_row``: two fp32 ufunc steps in its order (``c`` is an fp32 scalar)."""
+    with np.errstate(all="ignore"):
+        d[:] = _COLUMN_UFUNCS[op1](_COLUMN_UFUNCS[op0](x, c), u)
+    return None
+
+
+@vectorised("nki.sim.emit.activation", "_square_into")
+def _square_into(z, out):
+    """``activation._square_into``: one fp32 product per element."""
+    with np.errstate(all="ignore"):
+        out[:] = z * z
+    return None
+
+
+@vectorised("nki.sim.emit.activation", "_affine_row")
+def _affine_row(src, dst, use_scale, s, use_bias, b):
+    """``activation._affine_row``: the same fp32 product, then the same fp32 sum (``s`` and
+    ``b`` are fp32 scalars, so numpy keeps fp32 and rounds each step)."""
+    with np.errstate(all="ignore"):
+        z = src * s if use_scale == 1 else src
+        dst[:] = z + b if use_bias == 1 else z
+    return None
+
+
 @vectorised("nki.sim.transcend.elementary", "exp")
 def exp(x, out=None):
     """``elementary.exp``: ``_exp_k``'s steps on whole arrays, its branches as selections."""
