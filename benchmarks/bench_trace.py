@@ -18,7 +18,9 @@ Each case runs in a new process with an empty ``NKI_CACHE_DIR`` (nothing traced,
 or cached before), after ``import nki`` (timed apart). Columns: the estimate's wall time and
 this process's CPU time for it (the machine may be shared: CPU time is what the code costs),
 the trace alone (a second, uncached trace of core 0) per traced instruction, and the
-compiled model stage per executed instruction (``bench_cost.model_stage``, warm).
+compiled model loop per executed instruction (what ``bench_cost.model_stage`` times, warm),
+both in CPU time (the record has wall times too). ``--baseline DIR`` runs every case with
+another checkout's nki as well, alternating, and records the CPU-time ratio.
 """
 
 from __future__ import annotations
@@ -69,8 +71,9 @@ def _case(name: str, samples: str):
     return getattr(module, name), (a, b), {}, note
 
 
-def _trace_only(kernel, args, kwargs) -> tuple[float, int]:
-    """Seconds to trace core 0 once more (no cache, no passes) and its instruction count."""
+def _trace_only(kernel, args, kwargs) -> tuple[float, float, int]:
+    """Wall and CPU seconds to trace core 0 once more (no cache, no passes), and its
+    instruction count."""
     from nki.ir.nodes import count_instrs
     from nki.ir.target import get_target
     from nki.jit.specialize import Launch, trace_core
@@ -78,10 +81,30 @@ def _trace_only(kernel, args, kwargs) -> tuple[float, int]:
     k = kernel
     args, kwargs = k._positional(args, kwargs)
     settings = k.settings()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     program, *_ = trace_core(k.fn, args, kwargs, k._tensor_args(args),
                              get_target(settings.target), 0, Launch(), settings)
-    return time.perf_counter() - t0, count_instrs(program.body)
+    return time.perf_counter() - t0, time.process_time() - c0, count_instrs(program.body)
+
+
+def _model_loop(spec, target: str) -> tuple[float, float, int]:
+    """Best of 3 wall and CPU seconds of the compiled model loop over every core (what
+    ``bench_cost.model_stage`` times), and the executed instructions."""
+    from nki.cost import fast
+    from nki.cost.facts import cost_facts
+    from nki.cost.prep import prepare
+
+    facts = cost_facts(target)
+    preps = [prepare(c.program, facts) for c in spec.cores]
+    tables = [(fast.flatten(p, facts), fast.count_executions(p), p) for p in preps]
+    executed = sum(fast.loop_arrays(t, n, p, facts)[0] for t, n, p in tables)   # warm
+    wall = cpu = float("inf")
+    for _ in range(3):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for t, n, p in tables:
+            fast.loop_arrays(t, n, p, facts)
+        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+    return wall, cpu, executed
 
 
 def child(name: str, samples: str) -> dict:
@@ -95,15 +118,31 @@ def child(name: str, samples: str) -> dict:
     est = nki.estimate(kernel, target="trn2")(*args, **kwargs)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     k, _, _ = _for_target(kernel, "trn2")
-    trace_s, traced = _trace_only(k, args, kwargs)
-    from bench_cost import model_stage  # noqa: E402  (benchmarks/bench_cost.py)
+    trace_s, trace_cpu, traced = _trace_only(k, args, kwargs)
+    # a baseline checkout (--baseline) may predate specialize_for_model
+    spec = getattr(k, "specialize_for_model", k.specialize)(*args, **kwargs)
+    loop_s, loop_cpu, executed = _model_loop(spec, "trn2")
+    return {"case": name, "note": note, "nki": os.path.dirname(nki.__file__),
+            "import_s": import_s, "estimate_wall_s": wall, "estimate_cpu_s": cpu,
+            "latency_us": est.latency_us, "traced_instructions": traced,
+            "trace_us_per_instr": trace_s / traced * 1e6,
+            "trace_cpu_us_per_instr": trace_cpu / traced * 1e6,
+            "executed_instructions": executed,
+            "model_us_per_executed_instr": loop_s / executed * 1e6,
+            "model_cpu_us_per_executed_instr": loop_cpu / executed * 1e6}
 
-    spec = k.specialize_for_model(*args, **kwargs)
-    _, us_loop, _, executed = model_stage(spec, "trn2")
-    return {"case": name, "note": note, "import_s": import_s, "estimate_wall_s": wall,
-            "estimate_cpu_s": cpu, "latency_us": est.latency_us, "trace_s": trace_s,
-            "traced_instructions": traced, "trace_us_per_instr": trace_s / traced * 1e6,
-            "model_us_per_executed_instr": us_loop, "executed_instructions": executed}
+
+def _run(name: str, samples: str, probe_env, nki_root: str) -> dict:
+    """One case in a new process with an empty cache folder (``nki_root``: the checkout
+    whose nki it imports, else this process's)."""
+    extra = {"PYTHONPATH": nki_root} if nki_root else {}
+    with tempfile.TemporaryDirectory() as cache:
+        done = subprocess.run([sys.executable, __file__, "--child", name, "--samples",
+                               samples], capture_output=True, text=True,
+                              env=probe_env(NKI_CACHE_DIR=cache, **extra), timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(f"{name}: failed\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> int:
@@ -111,6 +150,9 @@ def main() -> int:
     ap.add_argument("--samples", default=os.environ.get("NKI_SAMPLES_MATMUL", ""),
                     help="path of nki-samples' matrix_multiplication_nki_kernels.py")
     ap.add_argument("--only", default="")
+    ap.add_argument("--baseline", default="", help="another checkout of nki (e.g. main's "
+                    "worktree): each case also runs with it first on PYTHONPATH, and the "
+                    "record has both and their ratios")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
                                                    "trace.json"))
@@ -123,22 +165,20 @@ def main() -> int:
     names = (list(MATMULS) if args.samples else []) + [FLASH]
     rows = []
     print(f"{'case':42s} {'wall s':>7s} {'cpu s':>7s} {'trace us/instr':>14s} "
-          f"{'model us/instr':>14s}")
+          f"{'model us/instr':>14s}  (per instruction: CPU time)")
     for name in names:
         if args.only and args.only not in name:
             continue
-        with tempfile.TemporaryDirectory() as cache:
-            done = subprocess.run([sys.executable, __file__, "--child", name, "--samples",
-                                   args.samples], capture_output=True, text=True,
-                                  env=probe_env(NKI_CACHE_DIR=cache), timeout=1800)
-        if done.returncode != 0:
-            print(f"{name}: failed\n{done.stderr[-2000:]}")
-            return 1
-        row = json.loads(done.stdout.strip().splitlines()[-1])
+        row = _run(name, args.samples, probe_env, "")
+        if args.baseline:
+            row["baseline"] = base = _run(name, args.samples, probe_env, args.baseline)
+            row["cpu_ratio_baseline_over_this"] = base["estimate_cpu_s"] / row["estimate_cpu_s"]
+            print(f"{'  baseline':42s} {base['estimate_wall_s']:7.2f} "
+                  f"{base['estimate_cpu_s']:7.2f} {base['trace_cpu_us_per_instr']:14.1f}")
         rows.append(row)
         print(f"{name:42s} {row['estimate_wall_s']:7.2f} {row['estimate_cpu_s']:7.2f} "
-              f"{row['trace_us_per_instr']:14.1f} {row['model_us_per_executed_instr']:14.2f}",
-              flush=True)
+              f"{row['trace_cpu_us_per_instr']:14.1f} "
+              f"{row['model_cpu_us_per_executed_instr']:14.2f}", flush=True)
     write_record(args.json, rows=rows,
                  note="end to end, each case in a new process with an empty NKI_CACHE_DIR")
     return 0
