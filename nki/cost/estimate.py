@@ -193,7 +193,7 @@ def estimate(kernel, target: str | None = None, backend: str = "auto",
     """
     def run(*args, **kwargs) -> Estimate:
         k, chosen, defaulted = _for_target(kernel, target)
-        spec = k.specialize(*args, **kwargs)
+        spec = k.specialize_for_model(*args, **kwargs)
         if defaulted:
             warnings.warn(f"nki.estimate: no target given; estimating for {chosen} "
                           "(pass target='trn1'|'trn2'|'trn3')", UserWarning, stacklevel=2)

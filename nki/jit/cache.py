@@ -173,6 +173,10 @@ class DependencyRecorder:
                     self.cacheable = False
                 self.globals[(module, name)] = h
 
+    # it needs to see only user code: nki's instruction calls take it off while they run
+    # (nki/lang/userhook.py)
+    _on_event.nki_pausable = True
+
     def snapshot(self) -> dict:
         return {"functions": dict(self.functions), "globals": dict(self.globals)}
 

@@ -166,9 +166,18 @@ class Kernel:
         args, kwargs = self._positional(args, kwargs)
         return self._specialize(args, kwargs, self._tensor_args(args))
 
-    def _specialize(self, args, kwargs, tensor_args, rank=None) -> Specialization:
+    def specialize_for_model(self, *args, **kwargs) -> Specialization:
+        """:meth:`specialize` for a cost model: the programs without their generated code
+        (made when something first asks a core for it), so an estimate never loads the
+        simulator's emitters. A disk entry it writes holds no code either."""
+        args, kwargs = self._positional(args, kwargs)
+        return self._specialize(args, kwargs, self._tensor_args(args), code=False)
+
+    def _specialize(self, args, kwargs, tensor_args, rank=None,
+                    code: bool = True) -> Specialization:
         """``rank``: ``(rank, world size)`` of a multi-rank run (each rank is traced apart:
-        ``ncc.rank_id()`` is a trace-time constant)."""
+        ``ncc.rank_id()`` is a trace-time constant). ``code``: generate every core's code
+        before a disk entry is written, so a warm load runs without generating it."""
         settings = self.settings()
         signature = (tuple(signature_of(a) for a in args),
                      tuple(sorted((k, signature_of(v)) for k, v in kwargs.items())))
@@ -199,6 +208,9 @@ class Kernel:
             spec = Specialization(cores, settings, _warning_records(caught),
                                   self.compile_config)
             if disk and deps.cacheable and not any(core.files_read for core in cores):
+                if code:
+                    for core in cores:
+                        core.generated   # noqa: B018  (made now, so the entry holds it)
                 disk.store(disk_key, spec, deps.snapshot())
         spec.replay_warnings()
         self._cache[key] = spec

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from nki.ir.affine import Affine
 from nki.ir.nodes import DYN_LOOPS, Access, Instr, Loop, Placed, Program, RecordedLoop
 from nki.ir.target import Target
 
@@ -17,7 +18,10 @@ def place_access(acc: Access, program: Program, target: Target) -> Placed:
         return Placed(acc.tensor, t.memory, acc.dtype, acc.offset + base, acc.dims)
     row = target.arena_pitch(t.memory) // isz
     part0, byte0 = t.address
-    offset = (acc.partition + part0) * row + acc.offset + byte0 // isz
+    if acc.partition.terms or acc.offset.terms:
+        offset = (acc.partition + part0) * row + acc.offset + byte0 // isz
+    else:   # constants (every operand of an unrolled trace): one Affine, not four
+        offset = Affine((acc.partition.const + part0) * row + acc.offset.const + byte0 // isz)
     dims = ((row, acc.dims[0][1]),) + acc.dims[1:]
     return Placed(acc.tensor, t.memory, acc.dtype, offset, dims)
 

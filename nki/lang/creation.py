@@ -10,6 +10,7 @@ from nki.ir.types import Memory
 from nki.lang.common import Call, dtype_of
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import active
+from nki.lang.userhook import paused
 
 sbuf = Memory.SBUF
 psum = Memory.PSUM
@@ -80,6 +81,7 @@ def _check_inside(call: Call, mem: Memory, shape: tuple, dt, address: tuple[int,
                          f"({target.pmax} partitions x {size} B)")
 
 
+@paused     # shapes, dtypes, names: nothing of the user's runs inside
 def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None) -> NkiTensor:
     """Create an uninitialised tensor (fresh on-chip memory reads as NaN).
 

@@ -112,7 +112,10 @@ def vector_select(t: NkiTensor, dim: int, vector_offset) -> NkiTensor:
 def _is_dynamic(t) -> bool:
     if not isinstance(t, NkiTensor) or isinstance(t._ind, TensorIndirection):
         return False     # a TI view is gathered into a plain tile when accessed
-    return t.is_indirect() or bool(register_terms(t.access().offset))
+    if t.is_indirect():
+        return True
+    # an int offset has no register terms: skip building the Access (twice per dma_copy)
+    return type(t._off) is not int and bool(register_terms(t.access().offset))
 
 
 @records("priority", "dge_mode", "engine", "name")

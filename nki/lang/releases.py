@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Callable
 
 from nki.lang.tracer import validation
+from nki.lang.userhook import paused
 
 R_0_2 = "NKI 0.2.0 (Neuron 2.28)"
 R_0_3 = "NKI 0.3.0 (Neuron 2.29)"
@@ -144,6 +145,7 @@ def accept_old_spellings(fn: Callable, api: str) -> Callable:
     rules = _rules_for(api)
 
     @functools.wraps(fn)
+    @paused     # a rule never calls user code (nki/lang/userhook.py)
     def call(*args, **kwargs):
         for rule in rules:
             args, kwargs = rule(api, args, kwargs)

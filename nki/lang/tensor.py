@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from nki.ir.affine import Affine
 from nki.ir.nodes import MAX_DIMS, Access, TensorDecl
 from nki.ir.types import DType, Memory
@@ -28,6 +30,26 @@ class DynSlice:
 
 
 Dims = tuple[tuple[int, int], ...]
+
+# index parts whose conversion to int runs no Python code
+_SCALARS = frozenset((int, bool, type(None), type(Ellipsis), np.int8, np.int16, np.int32,
+                      np.int64, np.uint8, np.uint16, np.uint32, np.uint64))
+
+
+def _plain_key(key) -> bool:
+    """Whether an index holds only ints, None, ``...``, and slices / ``nl.ds`` of them:
+    indexing with it runs nothing but nki's own code (nki/lang/userhook.py)."""
+    for k in key if type(key) is tuple else (key,):
+        kind = type(k)
+        if kind in _SCALARS:
+            continue
+        if kind is slice or kind is DynSlice:
+            parts = (k.start, k.stop, k.step) if kind is slice else (k.start, k.size, k.step)
+            if type(parts[0]) in _SCALARS and type(parts[1]) in _SCALARS and \
+                    type(parts[2]) in _SCALARS:
+                continue
+        return False
+    return True
 
 
 class NkiTensor:
@@ -151,8 +173,10 @@ class NkiTensor:
 
     # ----- indexing ------------------------------------------------------------------------
     def __getitem__(self, key) -> NkiTensor:
-        from nki.lang.indexing import index_view
+        from nki.lang.indexing import index_view, index_view_paused
 
+        if _plain_key(key):    # no user object's __index__ can run: pause the recorder
+            return index_view_paused(self, key)
         return index_view(self, key)
 
     # ----- view methods (spec §1.8) --------------------------------------------------------

@@ -351,7 +351,9 @@ class Trace:
             return instr
         own = dict(instr.hints)
         hints = tuple((k, v) for k, v in extra if k not in own) + instr.hints
-        return replace(instr, hints=hints, name=name)
+        # the constructor, not dataclasses.replace (which re-reads the fields each call)
+        return Instr(instr.opcode, instr.writes, instr.reads, instr.attrs, instr.loc, name,
+                     hints)
 
     def _plain_overwrite(self, instr: Instr, role: str, acc: Access, indirect) -> bool:
         """Whether ``instr`` certainly overwrites every byte of ``acc`` whenever the kernel
