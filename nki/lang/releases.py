@@ -73,18 +73,24 @@ def _dst(args: tuple, kwargs: dict):
 
 def _ignored_dtype(api, args, kwargs):
     """NKI 0.1.0 ignored unknown keywords, so ``dtype=`` left the destination's dtype in
-    charge: unambiguous when it names that dtype, a lost cast otherwise."""
+    charge. Here too, as that release ran it: a deprecation warning when it names that dtype,
+    a visible warning when it names another, since the cast it asks for is not made (AWS's
+    current matmul tutorial copies PSUM into an fp32 tile with ``dtype=bfloat16`` and lets
+    the DMA to its bf16 output round, which gives the same bits)."""
     if "dtype" not in kwargs:
         return args, kwargs
     from nki.lang.common import dtype_of
 
     dtype, dst = kwargs.pop("dtype"), _dst(args, kwargs)
     have = getattr(dst, "dtype", None)
-    if have is not None and dtype_of(dtype) == dtype_of(have):
+    if have is None or dtype_of(dtype) == dtype_of(have):
         _warn(api, "dtype=", R_0_2, "the destination's dtype decides (it is the same here)")
         return args, kwargs
-    raise _removed(api, "dtype=", R_0_2, f"NKI 0.1.0 ignored it, keeping dst's {have}; "
-                   f"cast by giving dst the dtype {dtype_of(dtype)}")
+    warnings.warn(f"{api}: dtype={dtype_of(dtype).name} was dropped in {R_0_2}; NKI 0.1.0 "
+                  f"ignored it and so does this call: the result keeps dst's {have.name} "
+                  f"(give dst the dtype {dtype_of(dtype).name} to cast)", UserWarning,
+                  stacklevel=3)
+    return args, kwargs
 
 
 def _ignored_mask(api, args, kwargs):
@@ -121,8 +127,9 @@ def _rmw_copy(api, args, kwargs):
 _DST_CALLS = "every nisa call with a dst"
 
 OLD_SPELLINGS: tuple[OldSpelling, ...] = (
-    OldSpelling(_DST_CALLS, "dtype=", R_0_2, "warning when it names dst's dtype (NKI 0.1.0 "
-                "ignored it), else an error", _ignored_dtype),
+    OldSpelling(_DST_CALLS, "dtype=", R_0_2, "ignored, as NKI 0.1.0 ignored it: a deprecation "
+                "warning when it names dst's dtype, else a warning that the cast is not made",
+                _ignored_dtype),
     OldSpelling(_DST_CALLS, "mask=", R_0_2, "an error (NKI 0.1.0 ignored it)", _ignored_mask),
     OldSpelling("nisa.nc_matmul", "psumAccumulateFlag=", R_0_2, "warning, ignored (it had no "
                 "effect)", _no_effect("psumAccumulateFlag", R_0_2)),
