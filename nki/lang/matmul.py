@@ -8,7 +8,7 @@ import warnings
 
 from nki.errors import NkiUnsupportedError, fail
 from nki.ir.nodes import Instr
-from nki.ir.ops import Engine, Opcode
+from nki.ir.ops import DgeMode, Engine, Opcode
 from nki.ir.ops import MatmulPerfMode as matmul_perf_mode  # noqa: N813
 from nki.ir.types import FLOAT32, Memory
 from nki.lang.common import Call, acc, dtype_of
@@ -330,20 +330,38 @@ def _indirect_transpose(dst, src: NkiTensor, axes, priority, dge_mode, oob_mode,
     from nki.lang.indirect import dma_copy as rows_copy
 
     call = Call("nisa.dma_transpose")
-    if _name(dge_mode) not in ("unknown", "swdge"):
-        raise call.error("nki_invalid_argument", f"dge_mode={_name(dge_mode)}: an indirect "
-                         "dma_transpose takes dge_mode unknown or swdge")
+    if _dge_name(dge_mode) not in ("unknown", "swdge"):
+        raise call.error("nki_invalid_argument", f"dge_mode={_dge_name(dge_mode)}: an "
+                         "indirect dma_transpose takes dge_mode unknown or swdge (a gather "
+                         "by runtime indices needs descriptors made during the run, by "
+                         "software DGE)")
     rows = ndarray(src.shape, src.dtype, buffer=Memory.SBUF, name="dma_transpose_rows")
     rows_copy(dst=rows, src=src, oob_mode=oob_mode, name=name)
     return dma_transpose(dst, rows, axes=axes, priority=priority, name=name)
 
 
+def _dge_name(value) -> str:
+    """The name of a ``dge_mode`` given as the enum, its name or its number (nki-library
+    passes the bare int 3 for ``none``), e.g. ``"none"``; an unknown number stays as is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return DgeMode(value).name
+        except ValueError:
+            return str(value)
+    return _name(value)
+
+
 def _dma_options(call: Call, s: NkiTensor, priority, dge_mode, oob_mode) -> None:
-    """Direct (non-indirect) transposes: dge_mode unknown/hwdge, oob_mode error."""
-    mode = _name(dge_mode)
-    if mode not in ("unknown", "hwdge"):
+    """Direct (non-indirect) transposes: dge_mode unknown/hwdge/none, oob_mode error.
+
+    AWS's API page lists unknown and hwdge only, but AWS's own nki-library asks for ``none``
+    (host-built "static" descriptors) on direct transposes of bias and gamma vectors. A
+    direct transpose's addresses are all known at trace time, so descriptors built before
+    the run describe it fully; the values moved are the same in every mode."""
+    mode = _dge_name(dge_mode)
+    if mode not in ("unknown", "hwdge", "none"):
         raise call.error("nki_invalid_argument", f"dge_mode={mode}: a direct dma_transpose "
-                         "takes dge_mode unknown or hwdge")
+                         "takes dge_mode unknown, hwdge or none")
     if mode == "hwdge":
         if call.trace.target.nc_version < 3:
             raise call.error("nki_invalid_argument", "dge_mode=hwdge needs NeuronCore-v3 or "

@@ -191,3 +191,38 @@ def test_an_index_tile_used_thousands_of_times_shares_its_register(backend):
     starts = np.array([[5, 2]], np.int32)
     out = nki.jit(many_offset_loads, backend=backend)(table, starts)
     np.testing.assert_array_equal(out, table[[5, 2, 2]])
+
+
+def static_vector_transpose(vec, tiles: int):
+    """mlp_tkg's and norm_tkg's bias/gamma load: a vector of ``tiles`` x 128 values, viewed
+    4-D as (tiles, 1, 1, 128), transposed by DMA onto 128 partitions with ``dge_mode`` given
+    as the bare number 3 (``none``: descriptors built before the run)."""
+    out = nl.ndarray((128, tiles), dtype=vec.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 1, 1, tiles), dtype=vec.dtype, buffer=nl.sbuf)
+    src = vec.reshape((tiles, 1, 1, 128))
+    nisa.dma_transpose(dst=t, src=src, dge_mode=3)
+    nisa.dma_copy(dst=out, src=t.reshape((128, tiles)))
+    return out
+
+
+@pytest.mark.parametrize("tiles", [1, 3])
+def test_a_static_dma_transpose_takes_dge_mode_none(backend, tiles):
+    vec = np.random.default_rng(tiles).standard_normal(tiles * 128).astype(np.float16)
+    out = nki.jit(static_vector_transpose, backend=backend)(vec, tiles)
+    np.testing.assert_array_equal(out, vec.reshape(tiles, 128).T)
+
+
+def none_mode_gather_transpose(cache, table):
+    got = nl.ndarray((16, 32), dtype=cache.dtype, buffer=nl.sbuf)
+    idx = nl.ndarray((32, 1), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=table)
+    nisa.dma_transpose(dst=got, src=cache.ap([[16, 32], [1, 16]], vector_offset=idx,
+                                               indirect_dim=0), dge_mode=nisa.dge_mode.none)
+    return got
+
+
+def test_dge_mode_none_on_a_gathered_transpose_is_an_error(backend):
+    cache = np.zeros((64, 16), np.float16)
+    table = np.arange(32, dtype=np.uint32).reshape(32, 1)
+    with pytest.raises(nki.errors.NkiValidationError, match="nki_invalid_argument.*swdge"):
+        nki.jit(none_mode_gather_transpose, backend=backend)(cache, table)
