@@ -89,3 +89,11 @@ def test_matmul_mask_restating_the_stationary_mask_bounds_m(backend, valid):
     got = nki.jit(projection_kernel, backend=backend)(w, x, valid)
     want = w.astype(np.float64).T @ x
     np.testing.assert_allclose(got[:valid], want[:valid], rtol=1e-4, atol=1e-3)
+
+
+def test_do_while_instructions_name_the_kernels_lines():
+    x = np.zeros((8, 16), np.float32)
+    ir = nki.jit(row_sum_while_kernel).specialize(x, np.ones(9, np.uint8)).ir
+    loop = next(line for line in ir.splitlines() if "do_while" in line)
+    assert "test_legacy_private_api.py:" in loop, loop
+    assert "contextlib" not in ir

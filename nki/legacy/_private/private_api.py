@@ -16,8 +16,6 @@ Any other name (``cc_div``, ``nc_matmul_sparse``, the prebuilt ``attention_kerne
 
 from __future__ import annotations
 
-import contextlib
-
 from nki.ir.nodes import DynWhile, Reg
 from nki.lang import lnc
 from nki.lang.control import register_alloc, register_load
@@ -28,30 +26,39 @@ _NOT_SIMULATED = ("is AWS-internal and undocumented; its semantics cannot be sim
                   "faithfully, so nki does not provide it")
 
 
-@contextlib.contextmanager
-def do_while(cond):
+class do_while:  # noqa: N801 - AWS's name
     """``with do_while(cond): body``: run the body, then again while ``cond`` (a one-element
-    integer tensor the body writes) is nonzero.
+    integer tensor the body writes) is nonzero. A class, not a generator context manager, so
+    the frames around ``__enter__``/``__exit__`` are the kernel's ``with`` line (instructions
+    and the loop name it, not contextlib).
 
     Example:
         >>> with do_while(cond):                                    # doctest: +SKIP
         ...     ...; nl.store(dst=cond[0], value=next_flag[0, 0])
     """
-    trace = current("do_while")
-    loc = user_loc()
-    flush()
-    again = register_alloc(1)              # the first pass always runs
-    st = state("do_while")
-    st.user_loops += 1
-    body = trace.begin_dyn()
-    try:
-        yield
+
+    def __init__(self, cond):
+        self.cond = cond
+
+    def __enter__(self) -> None:
+        self.trace, self.loc = current("do_while"), user_loc()
         flush()
-        register_load(again, value(cond))  # the body's last word: run once more?
-    finally:
-        trace.end_dyn(body)
-        st.user_loops -= 1
-    trace.append(DynWhile(Reg(again.id), Reg(again.id), None, tuple(body), loc, "do_while"))
+        self.again = register_alloc(1)     # the first pass always runs
+        state("do_while").user_loops += 1
+        self.body = self.trace.begin_dyn()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        try:
+            if exc_type is None:
+                flush()
+                register_load(self.again, value(self.cond))  # the body's last word: again?
+        finally:
+            self.trace.end_dyn(self.body)
+            state("do_while").user_loops -= 1
+        if exc_type is None:
+            self.trace.append(DynWhile(Reg(self.again.id), Reg(self.again.id), None,
+                                       tuple(self.body), self.loc, "do_while"))
+        return False
 
 
 def core_barrier(data, cores, **kwargs) -> None:
