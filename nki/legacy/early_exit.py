@@ -60,16 +60,18 @@ class _Guard(ast.NodeTransformer):
     def __init__(self):
         self.loops: list[ast.For] = []
         self.changed = False
+        self.returns = 0        # guarded returns so far in the current function
 
     def visit_FunctionDef(self, node):
         """A def is its own scope: its loops and its exit flag start afresh."""
         saved, self.loops = self.loops, []
         changed, self.changed = self.changed, False
+        returns, self.returns = self.returns, 0
         node.body = [s for stmt in node.body for s in _as_list(self.visit(stmt))]
         if self.changed:
             start = ast.Assign([ast.Name(_EXITING, ast.Store())], ast.Constant(False))
             node.body.insert(0, ast.copy_location(start, node.body[0]))
-        self.loops, self.changed = saved, changed or self.changed
+        self.loops, self.changed, self.returns = saved, changed or self.changed, returns
         return node
 
     def visit_ClassDef(self, node):             # a class body has no loops of ours
@@ -82,11 +84,12 @@ class _Guard(ast.NodeTransformer):
         return node
 
     def visit_For(self, node):
+        before = self.returns
         self.loops.append(node)
         node.body = [s for stmt in node.body for s in _as_list(self.visit(stmt))]
         self.loops.pop()
         node.orelse = [s for stmt in node.orelse for s in _as_list(self.visit(stmt))]
-        if not self._returns_inside(node):
+        if self.returns == before:            # no guarded return of this function inside
             return node
         after = [ast.If(ast.Name(_EXITING, ast.Load()), self._leave(), [])]
         return [node] + [ast.copy_location(s, node) for s in after]
@@ -110,17 +113,13 @@ class _Guard(ast.NodeTransformer):
         if not self.loops:
             return node
         self.changed = True
+        self.returns += 1
         value = node.value if node.value is not None else ast.Constant(None)
         remember = [ast.Assign([ast.Name(_VALUE, ast.Store())], value),
                     ast.Assign([ast.Name(_EXITING, ast.Store())], ast.Constant(True)),
                     ast.Continue()]
         guard = ast.If(_ask(self.loops[-1]), remember, [])
         return [ast.copy_location(guard, node), node]
-
-    @staticmethod
-    def _returns_inside(loop: ast.For) -> bool:
-        return any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
-                   and n.targets[0].id == _EXITING for n in ast.walk(loop))
 
 
 def _as_list(result) -> list:

@@ -208,3 +208,23 @@ def test_static_cast_of_host_arrays():
     np.testing.assert_array_equal(nl.static_cast(x, np.int8),
                                   np.array([[1, -4], [127, 0]], np.int8))
     assert nl.static_cast(3.7, nl.int32) == 4
+
+
+def nested_def_return_kernel(a):
+    """A loop holding a nested function whose own loop returns: only the nested function
+    gets the exit guards (the outer loop has no return of the kernel's)."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:a.shape[1]]
+    for t in nl.affine_range(a.shape[0] // 128):
+        def store_tile():
+            for _ in nl.affine_range(1):
+                nl.store(out[t * 128 + i_p, i_f], value=nl.load(a[t * 128 + i_p, i_f]))
+                return None
+        store_tile()
+    return out
+
+
+@pytest.mark.parametrize("backend", ["numba", "python"])
+def test_a_nested_functions_return_leaves_the_outer_loop_alone(backend):
+    a = np.random.default_rng(8).standard_normal((256, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(nested_def_return_kernel, backend=backend)(a), a)
