@@ -31,7 +31,6 @@ from nki.ir.target import Target
 from nki.ir.types import Memory
 from nki.jit.capacity import META_KEY, check_capacity
 from nki.jit.liveness import exact_ranges, live_ranges, walk_program
-from nki.jit.races import tensor_name
 
 HBM_ALIGN = 64
 SBUF_ALIGN = 4
@@ -242,7 +241,7 @@ def allocate(program: Program, target: Target, private_base: int | None = None, 
 def _warn_fragmented(program: Program, target: Target, failed) -> None:
     """The live bytes fit (the capacity check passed), but our packings did not."""
     decls = [program.tensor(t) for t, _ in failed]
-    names = ", ".join(f"{tensor_name(d)} ({d.bytes_per_partition} B/partition, created at "
+    names = ", ".join(f"{d.user_name} ({d.bytes_per_partition} B/partition, created at "
                       f"{d.loc})" for d in decls[:6])
     more = f" and {len(decls) - 6} more" if len(decls) > 6 else ""
     detail = (f"SBUF on {target.name}: the live tensors fit the "

@@ -42,7 +42,6 @@ from nki.ir.nodes import Program, TensorDecl
 from nki.ir.target import Target
 from nki.ir.types import Memory
 from nki.jit.liveness import Liveness
-from nki.jit.races import tensor_name
 
 META_KEY = "spills"
 
@@ -322,7 +321,7 @@ def _spill_record(item: _Item, u: list[int], written: set[int], spilled: list[in
                 dirty = False
             reloads.append(SpillPoint(u[j + 1], live.instrs[u[j + 1]].loc))
     d = item.decl
-    return Spill(d.id, tensor_name(d), d.loc, d.partitions, d.bytes_per_partition,
+    return Spill(d.id, d.user_name, d.loc, d.partitions, d.bytes_per_partition,
                  tuple(stores), tuple(reloads))
 
 
@@ -334,7 +333,7 @@ def _live_at(profile: _Profile, i: int, band: int) -> list[_Item]:
 
 
 def _listing(items: list[_Item]) -> str:
-    return "\n".join(f"  {tensor_name(it.decl)}: {it.nbytes} B/partition, created at "
+    return "\n".join(f"  {it.decl.user_name}: {it.nbytes} B/partition, created at "
                      f"{it.decl.loc}" for it in items[:6])
 
 
@@ -349,7 +348,7 @@ def _refusal(program: Program, target: Target, profile: _Profile,
     others = [it for it in here if it is not new]
     used = sum(it.nbytes for it in others)
     cap = profile.capacity
-    detail = (f"SBUF overflow on {target.name}: tensor {tensor_name(new.decl)!r} needs "
+    detail = (f"SBUF overflow on {target.name}: tensor {new.decl.user_name!r} needs "
               f"{new.nbytes} B/partition while {used} of {cap} B/partition are live (short by "
               f"{used + new.nbytes - cap} B), at {live.instrs[i].loc}; this allocator does "
               "not spill. Largest live tensors:\n" + _listing(others) +

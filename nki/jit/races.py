@@ -179,11 +179,6 @@ def _element_index(decl: TensorDecl, key: int, target: Target) -> tuple[int, ...
     return (int(part),) + tuple(int(i) for i in np.unravel_index(elem, decl.shape[1:]))
 
 
-def tensor_name(decl: TensorDecl) -> str:
-    """The user's name for a tensor (``TensorDecl.user_name``)."""
-    return decl.user_name
-
-
 def describe_overlap(decl: TensorDecl, op_a: Placed, op_b: Placed, target: Target) -> str:
     """``out[0, 0]..out[127, 63] (32768 bytes)``: the first and last element of ``decl`` both
     operands write, and how many bytes they share."""
@@ -196,7 +191,7 @@ def describe_region(decl: TensorDecl, iv_a: tuple[np.ndarray, np.ndarray],
     s, e = intersection(union(*iv_a), union(*iv_b))
     first = _element_index(decl, int(s.min()), target)
     last = _element_index(decl, int(e.max()) - 1, target)
-    name = tensor_name(decl)
+    name = decl.user_name
 
     def fmt(idx):
         return f"{name}[{', '.join(map(str, idx))}]"
