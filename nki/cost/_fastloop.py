@@ -232,6 +232,44 @@ def _on_engine(e, s, ready, who, index, prev_matmul, free, pfree, last, ports, n
 
 
 @njit(cache=True)
+def _loop_step(code, trips, pc, sp, env, iters, st_begin, st_i, st_trip):
+    """A loop row of the flattened program: enter a loop (kind 1: its trip count from the
+    slot values, skipped when empty) or end an iteration (kind 2: back to the body or out).
+    Returns the next row and the loop stack's depth."""
+    if code[pc, 0] == 1:
+        row = code[pc, 3]
+        trip = trips[row, 0]
+        for slot in range(NSLOTS):
+            trip += trips[row, 1 + slot] * env[slot]
+        if trip <= 0:
+            return code[pc, 4] + 1, sp
+        st_begin[sp], st_i[sp], st_trip[sp] = pc, 0, trip
+        if code[pc, 2] >= 0:
+            env[code[pc, 2]] = 0
+        iters[code[pc, 1]] += 1
+        return pc + 1, sp + 1
+    top = sp - 1
+    st_i[top] += 1
+    if st_i[top] < st_trip[top]:
+        b = st_begin[top]
+        if code[b, 2] >= 0:
+            env[code[b, 2]] = st_i[top]
+        iters[code[b, 1]] += 1
+        return b + 1, sp
+    return pc + 1, sp - 1
+
+
+@njit(cache=True)
+def _on_dma(s, ready, who, index, dq, dqn, floor, nq, ns, packets, lat, fixed):
+    """Place DMA instruction ``s`` on the queues: (start, end, the instruction that delayed
+    it, whether a dependency did, the queues it used)."""
+    start, end0, mask, blocker = _place(dq, dqn, floor, nq, ready, ns[s], packets[s], index)
+    dep = blocker < 0
+    end = max(end0, ready + lat[s]) + fixed[s]
+    return start, end, who if dep else blocker, dep, mask
+
+
+@njit(cache=True)
 def schedule_loop(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
                   nfam, spills, params, out_s, out_f, out_p, out_d, out_q):
     depth, nq, nloops, ntensors = params[0], params[1], params[2], params[3]
@@ -259,34 +297,8 @@ def schedule_loop(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, 
     pc = 0
     ncode = code.shape[0]
     while pc < ncode:
-        kind = code[pc, 0]
-        if kind == 1:
-            row = code[pc, 3]
-            trip = trips[row, 0]
-            for s in range(NSLOTS):
-                trip += trips[row, 1 + s] * env[s]
-            if trip <= 0:
-                pc = code[pc, 4] + 1
-                continue
-            st_begin[sp], st_i[sp], st_trip[sp] = pc, 0, trip
-            sp += 1
-            if code[pc, 2] >= 0:
-                env[code[pc, 2]] = 0
-            iters[code[pc, 1]] += 1
-            pc += 1
-            continue
-        if kind == 2:
-            top = sp - 1
-            st_i[top] += 1
-            if st_i[top] < st_trip[top]:
-                b = st_begin[top]
-                if code[b, 2] >= 0:
-                    env[code[b, 2]] = st_i[top]
-                iters[code[b, 1]] += 1
-                pc = b + 1
-            else:
-                sp -= 1
-                pc += 1
+        if code[pc, 0] != 0:
+            pc, sp = _loop_step(code, trips, pc, sp, env, iters, st_begin, st_i, st_trip)
             continue
         s = code[pc, 1]
         pc += 1
@@ -313,11 +325,8 @@ def schedule_loop(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, 
                                      ready, who)
         index = n
         if e == DMA:
-            start, end0, mask, blocker = _place(dq, dqn, floor, nq, ready, ns[s], packets[s],
-                                                index)
-            dep = blocker < 0
-            end = max(end0, ready + lat[s]) + fixed[s]
-            pred = who if dep else blocker
+            start, end, pred, dep, mask = _on_dma(s, ready, who, index, dq, dqn, floor, nq, ns,
+                                                  packets, lat, fixed)
         else:
             mask = 0
             start, end, pred, dep, prev_matmul = _on_engine(
