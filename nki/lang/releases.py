@@ -81,15 +81,13 @@ def _ignored_dtype(api, args, kwargs):
         return args, kwargs
     from nki.lang.common import dtype_of
 
-    dtype, dst = kwargs.pop("dtype"), _dst(args, kwargs)
-    have = getattr(dst, "dtype", None)
-    if have is None or dtype_of(dtype) == dtype_of(have):
+    want, have = dtype_of(kwargs.pop("dtype")), getattr(_dst(args, kwargs), "dtype", None)
+    if have is None or want == dtype_of(have):
         _warn(api, "dtype=", R_0_2, "the destination's dtype decides (it is the same here)")
-        return args, kwargs
-    warnings.warn(f"{api}: dtype={dtype_of(dtype).name} was dropped in {R_0_2}; NKI 0.1.0 "
-                  f"ignored it and so does this call: the result keeps dst's {have.name} "
-                  f"(give dst the dtype {dtype_of(dtype).name} to cast)", UserWarning,
-                  stacklevel=3)
+    else:
+        warnings.warn(f"{api}: dtype={want.name} was dropped in {R_0_2}; NKI 0.1.0 ignored it "
+                      f"and so does this call: the result keeps dst's {have.name} (give dst "
+                      f"the dtype {want.name} to cast)", UserWarning, stacklevel=3)
     return args, kwargs
 
 
