@@ -120,10 +120,22 @@ def c_compiler() -> list[str]:
     return shlex.split(os.environ.get("CC", "").strip()) or ["gcc"]
 
 
+BF16_UNIT_KINDS = ("auto", "amx_bf16", "avx512_bf16")
+
+
 def bf16_unit_enabled() -> bool:
-    """Whether bf16/fp8 matmuls may run on the CPU's bf16 dot unit (:mod:`nki.sim.bf16`);
-    read once per process, when that module is imported."""
-    return _flag("NKI_BF16_UNIT", True)
+    """Whether bf16/fp8 matmuls may run on a CPU bf16 dot unit (:mod:`nki.sim.bf16`):
+    ``NKI_BF16_UNIT`` off (``0``) or not; read once per process, when that module is
+    imported."""
+    value = os.environ.get("NKI_BF16_UNIT", "").strip().lower()
+    return value in BF16_UNIT_KINDS or _flag("NKI_BF16_UNIT", True)
+
+
+def bf16_unit_kind() -> str:
+    """Which unit: ``NKI_BF16_UNIT=amx_bf16`` or ``avx512_bf16`` picks one (where the CPU has
+    it), anything else that is not off means ``auto`` (AMX where found)."""
+    value = os.environ.get("NKI_BF16_UNIT", "").strip().lower()
+    return value if value in BF16_UNIT_KINDS else "auto"
 
 
 TIERS = ("auto", "compiled", "python")

@@ -24,27 +24,32 @@
  * (the unit's own pair order and rounding, modelled in nki/sim/bf16_model.py); an odd K
  * pads the pair with a zero row.
  *
- * Dispatch: nki_bf16_unit() names the unit found by CPUID and XCR0 (the OS must save the
- * ZMM and opmask state); a machine without one gets NKI_BGEMM_NO_UNIT and never runs an
- * AVX-512 instruction here. AMX (tdpbf16ps) would be a further unit kind; it needs
- * arch_prctl(ARCH_REQ_XCOMP_PERM) first and is not implemented.
+ * Dispatch: nki_bf16_units() lists the units found by CPUID and XCR0 (the OS must save
+ * the ZMM and opmask state, and for AMX the tile state, which Linux grants a process only
+ * after arch_prctl(ARCH_REQ_XCOMP_PERM): a refused request means no AMX, never a fault);
+ * nki_bf16_unit() is the one in use, AMX where found (bf16amx.c), else AVX-512 BF16. A
+ * machine without either gets NKI_BGEMM_NO_UNIT and never runs an AVX-512 instruction here.
  */
 #include <cpuid.h>
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
-#define NKI_BGEMM_DONE 0
-#define NKI_BGEMM_REFUSED 1
-#define NKI_BGEMM_NO_UNIT 2
+#include "bf16gemm.h"
 
-enum { UNIT_NONE = 0, UNIT_AVX512_BF16 = 1 };
+#define ARCH_REQ_XCOMP_PERM 0x1023   /* Linux, arch/x86/include/uapi/asm/prctl.h */
+#define XFEATURE_XTILEDATA 18
 
 #define MR 12   /* output rows per micro-tile (A broadcasts) */
 #define NR 32   /* output columns per micro-tile (two zmm of fp32) */
 
-static int unit_kind = -1;   /* -1: not probed yet */
+static int units_found = -1;  /* bit k: unit kind k usable; -1: not probed yet */
+static int unit_kind = UNIT_NONE;   /* the unit in use */
 static int unit_enabled = 1;
 
 static uint64_t read_xcr0(void) {
@@ -53,27 +58,62 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
-static int probe_unit(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))   /* OSXSAVE */
-        return UNIT_NONE;
-    /* XCR0: SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM state enabled by the OS */
-    if ((read_xcr0() & 0xE6) != 0xE6)
-        return UNIT_NONE;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return UNIT_NONE;
-    int f = (b >> 16) & 1, bw = (b >> 30) & 1;                 /* AVX512F, AVX512BW */
-    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d))
-        return UNIT_NONE;
-    int bf16 = (a >> 5) & 1;                                    /* AVX512_BF16 */
-    return (f && bw && bf16) ? UNIT_AVX512_BF16 : UNIT_NONE;
+/* AMX-TILE and AMX-BF16 (CPUID 7.0 EDX bits 24, 22), the tile state enabled in XCR0 (bits
+ * 17, 18), and this process allowed to use it (permission is per process, for all threads). */
+static int amx_usable(uint32_t edx7, uint64_t xcr0) {
+    if (!((edx7 >> 24) & 1) || !((edx7 >> 22) & 1) || (xcr0 & 0x60000) != 0x60000)
+        return 0;
+#ifdef __linux__
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return 0;
+#endif
 }
 
-/* The unit this machine has (0 none, 1 AVX-512 BF16), whether or not it is enabled. */
+static int probe_units(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27)))   /* OSXSAVE */
+        return 0;
+    /* XCR0: SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM state enabled by the OS */
+    uint64_t xcr0 = read_xcr0();
+    if ((xcr0 & 0xE6) != 0xE6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    uint32_t edx7 = d;
+    if (!((b >> 16) & 1) || !((b >> 30) & 1))   /* AVX512F, AVX512BW: the guard and the
+                                                   packing are AVX-512 code on either unit */
+        return 0;
+    int found = 0;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1))   /* AVX512_BF16 */
+        found |= 1 << UNIT_AVX512_BF16;
+    if (amx_usable(edx7, xcr0))
+        found |= 1 << UNIT_AMX_BF16;
+    return found;
+}
+
+/* Bit k set: unit kind k (1 AVX-512 BF16, 2 AMX) is usable on this machine. */
+int nki_bf16_units(void) {
+    if (units_found < 0) {
+        units_found = probe_units();
+        unit_kind = (units_found >> UNIT_AMX_BF16) & 1      ? UNIT_AMX_BF16
+                  : (units_found >> UNIT_AVX512_BF16) & 1 ? UNIT_AVX512_BF16 : UNIT_NONE;
+    }
+    return units_found;
+}
+
+/* The unit in use (0 none, 1 AVX-512 BF16, 2 AMX), whether or not it is enabled. */
 int nki_bf16_unit(void) {
-    if (unit_kind < 0)
-        unit_kind = probe_unit();
+    nki_bf16_units();
     return unit_kind;
+}
+
+/* Use unit kind `kind` (one of nki_bf16_units()) from now on; returns the previous kind, or
+ * -1 (nothing changed) when this machine has no such unit. */
+int nki_bf16_select(int kind) {
+    int found = nki_bf16_units(), was = unit_kind;
+    if (kind <= 0 || kind > UNIT_AMX_BF16 || !((found >> kind) & 1))
+        return -1;
+    unit_kind = kind;
+    return was;
 }
 
 /* Switch the unit off (0) or on (1) for this process; returns the previous setting. */
@@ -83,52 +123,27 @@ int nki_bf16_set_enabled(int on) {
     return was;
 }
 
-/* ----- the guard ---------------------------------------------------------------------- */
-typedef struct { int lo, hi, bad; } expo_range;   /* biased exponents of non-zero elements */
-
-/* One vector of the scan: bad |= subnormal or inf/NaN lanes; lo/hi = min/max exponent field
- * (bits 7..14 in place) of the non-zero lanes of m. */
-__attribute__((target("avx512f,avx512bw"), always_inline))
-static inline void scan_vector(__m512i v, __mmask32 m, __m512i *lo, __m512i *hi,
-                               __mmask32 *bad) {
-    const __m512i emask = _mm512_set1_epi16(0x7F80), mmask = _mm512_set1_epi16(0x007F);
-    __m512i e = _mm512_and_si512(v, emask);
-    __mmask32 zero_e = _mm512_testn_epi16_mask(e, e);
-    *bad |= (zero_e & _mm512_test_epi16_mask(v, mmask)) | _mm512_cmpeq_epi16_mask(e, emask);
-    __mmask32 nz = m & ~zero_e;
-    *lo = _mm512_mask_min_epu16(*lo, nz, *lo, e);
-    *hi = _mm512_mask_max_epu16(*hi, nz, *hi, e);
-}
-
+/* ----- the guard (its vector step is in bf16gemm.h) ----------------------------------- */
 __attribute__((target("avx512f,avx512bw")))
 static void scan_rows(const uint16_t *x, int64_t rows, int64_t cols, int64_t ld,
                       expo_range *r) {
-    __m512i lo = _mm512_set1_epi16(0x7F80), hi = _mm512_setzero_si512();
-    __mmask32 bad = 0;
+    scan_state st = scan_start();
     int64_t full = cols / 32 * 32, w = cols - full;
     __mmask32 tail = (__mmask32)((1ull << w) - 1);
     for (int64_t i = 0; i < rows; i++) {
         const uint16_t *row = x + i * ld;
         for (int64_t j = 0; j < full; j += 32)
-            scan_vector(_mm512_loadu_si512(row + j), 0xFFFFFFFFu, &lo, &hi, &bad);
+            scan_vector(_mm512_loadu_si512(row + j), 0xFFFFFFFFu, &st);
         if (w)
-            scan_vector(_mm512_maskz_loadu_epi16(tail, row + full), tail, &lo, &hi, &bad);
+            scan_vector(_mm512_maskz_loadu_epi16(tail, row + full), tail, &st);
     }
-    uint16_t l[32], h[32];
-    _mm512_storeu_si512(l, lo);
-    _mm512_storeu_si512(h, hi);
-    for (int k = 0; k < 32; k++) {
-        int a = l[k] >> 7, b = h[k] >> 7;
-        if (a < r->lo) r->lo = a;
-        if (b > r->hi) r->hi = b;
-    }
-    r->bad |= bad != 0;
+    scan_finish(&st, r);
 }
 
 /* Products of normal bf16 values x = m 2^(e-7), y: multiples of 2^(ex+ey-14); they are
  * multiples of 2^-126 iff ex + ey >= -112, i.e. biased Ex + Ey >= 142. The upper bound keeps
  * every product below 2^102 and K-long sums finite. */
-static int operands_safe(const expo_range *a, const expo_range *b) {
+int operands_safe(const expo_range *a, const expo_range *b) {
     if (a->bad || b->bad)
         return 0;
     if (a->hi == 0 || b->hi == 0)   /* an all-zero operand: every product is +-0 */
@@ -259,17 +274,23 @@ int nki_bgemm(int64_t M, int64_t N, int64_t K, int64_t nseg,
               const uint16_t *a, int64_t lda, int64_t a_step,
               const uint16_t *b, int64_t ldb, int64_t b_step,
               float *c, int64_t ldc, int32_t accumulate) {
-    if (!unit_enabled || nki_bf16_unit() != UNIT_AVX512_BF16)
+    int unit = nki_bf16_unit();
+    if (!unit_enabled || unit == UNIT_NONE)
         return NKI_BGEMM_NO_UNIT;
     if (M <= 0 || N <= 0 || nseg <= 0)
         return NKI_BGEMM_DONE;
     if (K <= 0)
         return NKI_BGEMM_REFUSED;   /* nothing to multiply: the caller's path zeroes/keeps C */
-    expo_range ra = {255, 0, 0}, rb = {255, 0, 0};
-    for (int64_t s = 0; s < nseg; s++) {
+    expo_range ra = EXPO_EMPTY, rb = EXPO_EMPTY;
+    for (int64_t s = 0; s < nseg; s++)
         scan_rows(a + s * a_step, K, M, lda, &ra);
+    if (ra.bad)
+        return NKI_BGEMM_REFUSED;
+    if (unit == UNIT_AMX_BF16)   /* scans B while packing it */
+        return nki_amx_gemm(M, N, K, nseg, a, lda, a_step, &ra, b, ldb, b_step, c, ldc,
+                            accumulate);
+    for (int64_t s = 0; s < nseg; s++)
         scan_rows(b + s * b_step, K, N, ldb, &rb);
-    }
     if (!operands_safe(&ra, &rb))
         return NKI_BGEMM_REFUSED;
     int64_t kp = (K + 1) / 2, panels = (M + MR - 1) / MR;
@@ -291,7 +312,7 @@ int nki_bgemm(int64_t M, int64_t N, int64_t K, int64_t nseg,
 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 int nki_bf16_dot_lanes(const uint32_t *acc, const uint32_t *a, const uint32_t *b,
                        uint32_t *out, int64_t n) {
-    if (nki_bf16_unit() != UNIT_AVX512_BF16)
+    if (!((nki_bf16_units() >> UNIT_AVX512_BF16) & 1))
         return NKI_BGEMM_NO_UNIT;
     for (int64_t i = 0; i + 16 <= n; i += 16) {
         __m512 s = _mm512_castsi512_ps(_mm512_loadu_si512(acc + i));

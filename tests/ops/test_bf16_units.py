@@ -1,10 +1,11 @@
-"""The CPU's bf16 dot unit (nki/sim/bf16.py, bf16gemm.c) and its numpy model (bf16_model.py).
+"""The CPU's bf16 dot units (nki/sim/bf16.py, bf16gemm.c, bf16amx.c) and their numpy model
+(bf16_model.py); AMX's own instruction numerics are in test_bf16_amx.py.
 
-* The model against hand-worked values of the unit's DAZ/FTZ numerics (every machine).
+* The model against hand-worked values of AVX-512 BF16's DAZ/FTZ numerics (every machine).
 * The model against the instruction itself, bit for bit (where the CPU has the unit).
-* nc_matmul through the unit: bit for bit the model, both backends alike; and the guard's
-  fallback: inputs the unit would round differently (subnormals, underflowing products,
-  inf/NaN) give the exact sgemm path's bits, with the subnormal results kept.
+* nc_matmul through each unit the CPU has: bit for bit that unit's model, both backends
+  alike; and the guard's fallback: inputs a unit would round differently (subnormals,
+  underflowing products, inf/NaN) give the exact sgemm path's bits, subnormal results kept.
 """
 
 from __future__ import annotations
@@ -20,8 +21,18 @@ from nki.sim import bf16
 from nki.sim import bf16_model as model
 
 BF16 = ml_dtypes.bfloat16
-HAS_UNIT = bf16.UNIT is not None
-needs_unit = pytest.mark.skipif(not HAS_UNIT, reason=f"no bf16 dot unit: {bf16.STATUS}")
+needs_avx512_bf16 = pytest.mark.skipif("avx512_bf16" not in bf16.FOUND,
+                                       reason="no AVX-512 BF16 unit")
+
+
+@pytest.fixture(params=bf16.FOUND or ["none"])
+def unit(request):
+    """Each unit this CPU has, selected for the test (matmuls run on it), then restored."""
+    if request.param == "none":
+        pytest.skip(f"no bf16 dot unit: {bf16.STATUS}")
+    was = bf16.select(request.param)
+    yield request.param
+    bf16.select(was)
 
 
 def b16(*values) -> np.ndarray:
@@ -95,7 +106,7 @@ def _random_lanes(rng, n, exp_lo, exp_hi):
     return acc, a, b
 
 
-@needs_unit
+@needs_avx512_bf16
 @pytest.mark.parametrize("exp_lo,exp_hi", [(100, 150),     # normal values
                                            (124, 130),     # heavy cancellation
                                            (50, 75),       # products underflow fp32
@@ -133,13 +144,14 @@ def _kernel(k_tiles):
     return kernel
 
 
-def _model_chain(st, mv):
-    """The model of the same K loop: one ``bgemm`` per 128-row tile, added in PSUM."""
+def _model_chain(st, mv, unit="avx512_bf16"):
+    """The model of the same K loop on ``unit``: one ``bgemm`` per 128-row tile, added in
+    PSUM."""
     sb, mb = np.asarray(st).astype(BF16).view(np.uint16), np.asarray(mv).astype(BF16).view(
         np.uint16)
     acc = None
     for k0 in range(0, st.shape[0], 128):
-        acc = model.bgemm(sb[k0:k0 + 128], mb[k0:k0 + 128], acc)
+        acc = model.bgemm(sb[k0:k0 + 128], mb[k0:k0 + 128], acc, unit=unit)
     return acc
 
 
@@ -151,26 +163,24 @@ def _unit_off(fn, *args):
         bf16.set_enabled(was)
 
 
-@needs_unit
 @pytest.mark.parametrize("k,m,n", [(300, 70, 200), (128, 128, 512), (7, 3, 33), (1, 1, 1)])
-def test_nc_matmul_on_the_unit_is_the_model_bit_for_bit(rng, k, m, n):
+def test_nc_matmul_on_the_unit_is_the_model_bit_for_bit(rng, unit, k, m, n):
     st = rng.standard_normal((k, m)).astype(BF16)
     mv = rng.standard_normal((k, n)).astype(BF16)
     kt = (k + 127) // 128
     y = run_both(_kernel(kt), st, mv)
-    np.testing.assert_array_equal(y.view(np.uint32), _model_chain(st, mv).view(np.uint32))
+    np.testing.assert_array_equal(y.view(np.uint32), _model_chain(st, mv, unit).view(np.uint32))
     exact = st.astype(np.float64).T @ mv.astype(np.float64)
     bound = (k + 2) * 2.0 ** -24 * (np.abs(st.astype(np.float64)).T @ np.abs(
         mv.astype(np.float64)))
     assert np.all(np.abs(y - exact) <= bound)          # still an fp32 accumulation
 
 
-@needs_unit
-def test_fp8_operands_widen_exactly_onto_the_unit(rng):
+def test_fp8_operands_widen_exactly_onto_the_unit(rng, unit):
     st = rng.standard_normal((96, 40)).astype(ml_dtypes.float8_e4m3fn)
     mv = rng.standard_normal((96, 50)).astype(ml_dtypes.float8_e5m2)
     y = run_both(_kernel(1), st, mv)
-    np.testing.assert_array_equal(y.view(np.uint32), _model_chain(st, mv).view(np.uint32))
+    np.testing.assert_array_equal(y.view(np.uint32), _model_chain(st, mv, unit).view(np.uint32))
 
 
 def test_fp16_operands_never_use_the_unit(rng):
@@ -211,8 +221,9 @@ def test_guard_falls_back_to_the_exact_path(name):
     np.testing.assert_array_equal(y, exact.astype(np.float32))
     np.testing.assert_array_equal(y.view(np.uint32), _unit_off(_kernel(1), st, mv).view(
         np.uint32))
-    if HAS_UNIT and name != "infinity":      # what the unit alone would have produced
-        assert not np.array_equal(_model_chain(st, mv), exact.astype(np.float32))
+    if name != "infinity":                   # what either unit alone would have produced
+        for unit in model.UNITS:
+            assert not np.array_equal(_model_chain(st, mv, unit), exact.astype(np.float32))
 
 
 def _at_the_bound(rng, shape):
@@ -222,8 +233,7 @@ def _at_the_bound(rng, shape):
     return (mag * rng.choice([-1.0, 1.0], shape)).astype(BF16)
 
 
-@needs_unit
-def test_guard_admits_products_at_its_exponent_bound(rng):
+def test_guard_admits_products_at_its_exponent_bound(rng, unit):
     """The unit then equals plain IEEE fp32 steps, cancellation included: DAZ/FTZ never
     show, yet the order is the unit's (not sgemm's)."""
     st, mv = _at_the_bound(rng, (64, 8)), _at_the_bound(rng, (64, 12))
@@ -232,9 +242,10 @@ def test_guard_admits_products_at_its_exponent_bound(rng):
     mv[1::2, :4] = (mv[1::2, :4].astype(np.float32) * 1.0078125).astype(BF16)
     y = run_both(_kernel(1), st, mv)
     sb, mb = st.view(np.uint16), mv.view(np.uint16)
-    np.testing.assert_array_equal(y.view(np.uint32), model.bgemm(sb, mb).view(np.uint32))
-    np.testing.assert_array_equal(y.view(np.uint32),
-                                  model.bgemm(sb, mb, daz_ftz=False).view(np.uint32))
+    np.testing.assert_array_equal(y.view(np.uint32), model.bgemm(sb, mb, unit=unit).view(
+        np.uint32))
+    np.testing.assert_array_equal(y.view(np.uint32), model.bgemm(
+        sb, mb, daz_ftz=False, unit=unit).view(np.uint32))
     assert np.abs(y[:, :4]).min() < 2.0 ** -100          # near-total cancellation
     assert not np.array_equal(y, _unit_off(_kernel(1), st, mv))
 
@@ -244,8 +255,7 @@ def test_without_the_unit_symbol_answers_no_unit():
     assert _no_bf16_unit.ctypes(1, 1, 1, 1, None, 1, 0, None, 1, 0, None, 1, 0) == bf16.NO_UNIT
 
 
-@needs_unit
-def test_folded_segments_equal_the_instructions_one_at_a_time(rng):
+def test_folded_segments_equal_the_instructions_one_at_a_time(rng, unit):
     """``nki_bgemm`` with ``nseg`` > 1 (a folded K loop): each segment's dot is added to C
     as its own instruction's would be, so the bits are those of the unfolded chain."""
     from nki.sim.blas import nki_bgemm_py
@@ -260,6 +270,24 @@ def test_folded_segments_equal_the_instructions_one_at_a_time(rng):
     expect = c0
     sb, mb = st.view(np.uint16), mv.view(np.uint16)
     for s in range(nseg):
-        expect = model.bgemm(sb[s * k:(s + 1) * k, :m], mb[s * k:(s + 1) * k, :n], expect)
+        expect = model.bgemm(sb[s * k:(s + 1) * k, :m], mb[s * k:(s + 1) * k, :n], expect,
+                             unit=unit)
     assert status == bf16.DONE
     np.testing.assert_array_equal(c.view(np.uint32), expect.view(np.uint32))
+
+
+def test_a_refusal_found_late_leaves_c_untouched(rng, unit):
+    """The guard can find a subnormal in the last columns only after C's first columns were
+    computed (AMX scans the moving operand while it packs it): C must come back as it was."""
+    from nki.sim.blas import nki_bgemm_py
+
+    nseg, k, m, n = 3, 64, 40, 700
+    st = rng.standard_normal((nseg * k, m)).astype(BF16)
+    mv = rng.standard_normal((nseg * k, n)).astype(BF16)
+    mv[nseg * k - 1, n - 1] = np.float32(2.0 ** -130)     # a bf16 subnormal, last row/column
+    c0 = rng.standard_normal((m, n)).astype(np.float32)
+    c = c0.copy()
+    status = nki_bgemm_py(m, n, k, nseg, st.ctypes.data, m, k * m, mv.ctypes.data, n, k * n,
+                          c.ctypes.data, n, 1)
+    assert status == bf16.REFUSED
+    np.testing.assert_array_equal(c.view(np.uint32), c0.view(np.uint32))
