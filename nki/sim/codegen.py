@@ -29,6 +29,7 @@ from nki.ir.printer import format_instr_short
 from nki.ir.types import Memory
 from nki.sim.emit import EMITTERS, load_all
 from nki.sim.emit.control import register_file_source
+from nki.sim.emit.matmul import fold_k_loop
 from nki.sim.helpers.registry import helper_id, helper_id_by_name, helper_name
 from nki.sim.layout import NF, NSLOTS, ROW, PhysOperand, RowWriter
 from nki.sim.record import SKIPPED_RUNS, loop_slots
@@ -247,6 +248,10 @@ class _Emitter:
         for s in stmts:
             if isinstance(s, Instr):
                 self.instr(s, indent)
+                continue
+            folded = fold_k_loop(s) if isinstance(s, Loop) else None
+            if folded is not None:    # a K loop: one row (nki/sim/emit/matmul.py)
+                self.instr(folded, indent)
                 continue
             self.flush(indent)
             if isinstance(s, Loop):

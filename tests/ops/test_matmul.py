@@ -527,3 +527,43 @@ def test_load_transpose2d_rules():
         nki.jit(kernel)(np.zeros((64, 200), np.float32))
     with pytest.raises(NkiError, match=r"err_exceed_max_supported_dimension.*3 dims" + HERE):
         nki.jit(kernel)(np.zeros((4, 4, 4), np.float32))
+
+
+# ----- K loops run as one row (nki/sim/emit/matmul.py fold_k_loop) ---------------------------
+def _k_loop_kernel(breaker: bool):
+    """st [8 x 128, M], mv [8 x 128, N] → fp32 [M, N]: one PSUM tile over 8 K tiles, all
+    resident in SBUF; ``breaker`` puts an unrelated memset in the loop body, so the loop
+    runs one instruction at a time (the reference for the folded row)."""
+    def kernel(st, mv):
+        KT, M, N = st.shape[0] // 128, st.shape[1], mv.shape[1]
+        out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+        a = nl.ndarray((128, KT, M), dtype=st.dtype, buffer=nl.sbuf)
+        b = nl.ndarray((128, KT, N), dtype=mv.dtype, buffer=nl.sbuf)
+        for t, src, F in ((a, st, M), (b, mv, N)):      # row kt * 128 + p → [p, kt, :]
+            rs, cs = src.strides
+            nisa.dma_copy(dst=t, src=src.ap([[rs, 128], [128 * rs, KT], [cs, F]]))
+        junk = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.sbuf)
+        ps = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=a[:, 0, :], moving=b[:, 0, :], accumulate=False)
+        for kt in range(1, KT):
+            nisa.nc_matmul(dst=ps, stationary=a[:, kt, :], moving=b[:, kt, :], accumulate=True)
+            if breaker:
+                nisa.memset(dst=junk, value=float(kt))
+        _store_psum(ps, out)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("dtype", [BF16, E4M3, np.float32, np.float16])
+def test_a_k_loop_folded_into_one_row_gives_the_instructions_bits(rng, dtype):
+    st = rng.standard_normal((1024, 96)).astype(dtype)
+    mv = rng.standard_normal((1024, 200)).astype(dtype)
+    folded = run_both(_k_loop_kernel(False), st, mv)
+    one_by_one = run_both(_k_loop_kernel(True), st, mv)
+    np.testing.assert_array_equal(folded.view(np.uint32), one_by_one.view(np.uint32))
+    s64, m64 = st.astype(np.float64), mv.astype(np.float64)
+    assert np.all(np.abs(folded - s64.T @ m64) <= _fp32_bound(s64, m64, 1024))
+    # the folded program has one matmul row standing for the 7 accumulating instructions
+    gen = nki.jit(_k_loop_kernel(False)).specialize(st, mv).cores[0].generated
+    trips = [int(r[9]) for r, h in zip(gen.int_table, gen.helpers) if h == "nc_matmul"]
+    assert sorted(trips) == [0, 7]

@@ -16,14 +16,26 @@ bf16 and fp8 operands (fp8 widened exactly to bf16) try the CPU's bf16 dot unit 
 (``nki_bgemm``, nki/sim/bf16.py), which runs them in place as well and declines (the guard:
 subnormals, inf/NaN, exponents whose products could underflow fp32) before touching PSUM;
 the sgemm path then runs as before. fp16 and tf32 never use the unit (not exact in bf16).
+
+A K loop (an IR loop whose body is one accumulating ``nc_matmul`` into the same PSUM tile,
+its operands advancing with the loop) is run by one helper call (:func:`fold_k_loop`, asked
+by codegen): on the bf16 unit as one folded ``nki_bgemm`` whose segments are the loop's
+instructions, so PSUM is read and written once per loop instead of once per instruction
+(each segment's sum is still added to PSUM as its own instruction's would be: the same
+bits); elsewhere the helper runs the instructions one by one itself. The IR keeps the loop
+(the cost model and the checks see every instruction); ``Kernel.profile`` counts the folded
+row once per loop.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from nki.ir.nodes import Instr, Loop, Placed
 from nki.ir.ops import Opcode
 from nki.sim.blas import (
     NO_TRANS,
@@ -86,20 +98,24 @@ def _sgemm_rows_numba(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K
     return impl
 
 
-def bgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
-    """:func:`sgemm_rows` for bf16 bit patterns (uint16 arrays) on the bf16 unit; returns
-    ``nki_bgemm``'s status (0 done; otherwise ``c`` is untouched)."""
+def bgemm_rows(c, c_off, ldc, st, st_off, ldst, st_step, mv, mv_off, ldmv, mv_step, M, N, K,
+               nseg, accumulate):
+    """:func:`sgemm_rows` for bf16 bit patterns (uint16 arrays) on the bf16 unit, over
+    ``nseg`` segments (instructions) whose operands start ``st_step`` / ``mv_step`` elements
+    apart; returns ``nki_bgemm``'s status (0 done; otherwise ``c`` is untouched)."""
     c2, s2, m2 = c.itemsize, st.itemsize, mv.itemsize
-    return nki_bgemm_py(M, N, K, 1, int(st.ctypes.data + st_off * s2), ldst, 0,
-                        int(mv.ctypes.data + mv_off * m2), ldmv, 0,
+    return nki_bgemm_py(M, N, K, nseg, int(st.ctypes.data + st_off * s2), ldst, st_step,
+                        int(mv.ctypes.data + mv_off * m2), ldmv, mv_step,
                         int(c.ctypes.data + c_off * c2), ldc, 1 if accumulate else 0)
 
 
 @overload(bgemm_rows, jit_options={"nogil": True})
-def _bgemm_rows_numba(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
-    def impl(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, accumulate):
-        return nki_bgemm(M, N, K, 1, st[st_off:].ctypes, ldst, 0, mv[mv_off:].ctypes, ldmv,
-                         0, c[c_off:].ctypes, ldc, np.int32(1 if accumulate else 0))
+def _bgemm_rows_numba(c, c_off, ldc, st, st_off, ldst, st_step, mv, mv_off, ldmv, mv_step, M,
+                      N, K, nseg, accumulate):
+    def impl(c, c_off, ldc, st, st_off, ldst, st_step, mv, mv_off, ldmv, mv_step, M, N, K,
+             nseg, accumulate):
+        return nki_bgemm(M, N, K, nseg, st[st_off:].ctypes, ldst, st_step, mv[mv_off:].ctypes,
+                         ldmv, mv_step, c[c_off:].ctypes, ldc, np.int32(1 if accumulate else 0))
 
     return impl
 
@@ -143,7 +159,35 @@ def _matmul_on_unit(H, S, PS, irow, L, K, M, N, acc):
         return False
     st, st_off, ldst = _bf16_matrix(H, S, PS, irow, OP1, L, K, M)
     mv, mv_off, ldmv = _bf16_matrix(H, S, PS, irow, OP2, L, K, N)
-    return bgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K, acc) == 0
+    return bgemm_rows(c, c_off, ldc, st, st_off, ldst, 0, mv, mv_off, ldmv, 0, M, N, K, 1,
+                      acc) == 0
+
+
+@njit(cache=True, nogil=True)
+def _in_place_bf16(irow, base, rows, cols):
+    """Whether a bf16 operand is read in place by the unit (rows of contiguous elements)."""
+    n_rows, stride, length = _rows_layout(irow, base)
+    return (irow[base + O_DTYPE] == BF16 and n_rows * length == rows * cols and length == cols
+            and stride >= max(cols, 1))
+
+
+@njit(cache=True, nogil=True)
+def _folded_on_unit(H, S, PS, irow, L, K, M, N, slot, trip):
+    """A folded K loop as one ``nki_bgemm`` of ``trip`` segments (loop slot ``slot`` = the
+    segment): only for bf16 operands read in place (their offsets then step by a constant
+    per iteration); False (nothing written) otherwise or when the guard declines."""
+    if not (_in_place_bf16(irow, OP1, K, M) and _in_place_bf16(irow, OP2, K, N)):
+        return False
+    c, c_off, ldc, in_place = _matrix(H, S, PS, irow, OP0, L, M, N, False)
+    if not in_place:
+        return False
+    L[slot] = 1
+    st1, mv1 = element_offset(irow, OP1, L), element_offset(irow, OP2, L)
+    L[slot] = 0
+    st, st_off, ldst = _bf16_matrix(H, S, PS, irow, OP1, L, K, M)
+    mv, mv_off, ldmv = _bf16_matrix(H, S, PS, irow, OP2, L, K, N)
+    return bgemm_rows(c, c_off, ldc, st, st_off, ldst, st1 - st_off, mv, mv_off, ldmv,
+                      mv1 - mv_off, M, N, K, trip, True) == 0
 
 
 @njit(cache=True, nogil=True)
@@ -186,21 +230,36 @@ def nc_matmul(H, S, PS, irow, frow, L):
     """dst[M, N] (+)= stationary[K, M].T @ moving[K, N] in fp32 (products exact, fp32
     accumulation), or the bit-exact transpose mode.
 
-    ints: transpose, accumulate, row_split (2 for double_row: [K, 2, F] → [2K, F]), K, M, N."""
+    ints: transpose, accumulate, row_split (2 for double_row: [K, 2, F] → [2K, F]), K, M, N,
+    and for a folded K loop (:func:`fold_k_loop`) its slot and trip count (trip 0: none)."""
     split, K, M, N = irow[4], irow[5], irow[6], irow[7]
+    slot, trip = irow[8], irow[9]
+    if trip > 0:
+        if not _folded_on_unit(H, S, PS, irow, L, K * split, M, N, slot, trip):
+            for i in range(trip):    # the loop's instructions, one by one
+                L[slot] = i
+                _one_matmul(H, S, PS, irow, L, split, K, M, N)
+        L[slot] = trip - 1
+        return 0
     if irow[2] == 1:
         _transpose_select(H, S, PS, irow, L, K, M, N)
         return 0
+    _one_matmul(H, S, PS, irow, L, split, K, M, N)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def _one_matmul(H, S, PS, irow, L, split, K, M, N):
+    """One (non-transpose) nc_matmul instruction: the bf16 unit if it takes it, else sgemm."""
     acc = irow[3] == 1
     if _matmul_on_unit(H, S, PS, irow, L, K * split, M, N, acc):
-        return 0
+        return
     st, st_off, ldst, _ = _matrix(H, S, PS, irow, OP1, L, K * split, M, True)
     mv, mv_off, ldmv, _ = _matrix(H, S, PS, irow, OP2, L, K * split, N, True)
     c, c_off, ldc, in_place = _matrix(H, S, PS, irow, OP0, L, M, N, acc)
     sgemm_rows(c, c_off, ldc, st, st_off, ldst, mv, mv_off, ldmv, M, N, K * split, acc)
     if not in_place:    # dst was a decoded copy: round and write it back
         store_f32(H, S, PS, irow, OP0, L, c.reshape(M, N))
-    return 0
 
 
 @helper
@@ -245,9 +304,29 @@ def _permuted(op: PhysOperand, ndim: int, axes) -> PhysOperand:
 
 @emitter(Opcode.NC_MATMUL, nc_matmul, reference_matmul)
 def encode_nc_matmul(ins, w, ops):
+    slot, trip = ins.attr("k_fold", (0, 0))
     w.ints(int(ins.attr("transpose")), int(ins.attr("accumulate")), int(ins.attr("row_split")),
-           int(ins.attr("k")), int(ins.attr("m")), int(ins.attr("n")))
+           int(ins.attr("k")), int(ins.attr("m")), int(ins.attr("n")), slot, trip)
     w.operand(ops["dst"]).operand(ops["stationary"]).operand(ops["moving"])
+
+
+def fold_k_loop(loop: Loop) -> Instr | None:
+    """The one-row replacement codegen emits for a K loop, or None: ``loop`` is a constant
+    trip (>= 2) over one accumulating, non-transpose ``nc_matmul`` whose dst does not move
+    with the loop and whose operands no register moves (so no instruction of it can fault).
+    The instruction carries the loop as ``k_fold = (slot, trip)``; only codegen sees it."""
+    if len(loop.body) != 1 or loop.trip.terms or int(loop.trip.const) < 2:
+        return None
+    ins = loop.body[0]
+    if (not isinstance(ins, Instr) or ins.opcode is not Opcode.NC_MATMUL
+            or ins.attr("transpose") or not ins.attr("accumulate")):
+        return None
+    for role, a, _ in ins.accesses():
+        if not isinstance(a, Placed) or any(s < 0 for s, _ in a.offset.terms):
+            return None
+        if role == "dst" and any(s == loop.slot for s, _ in a.offset.terms):
+            return None
+    return replace(ins, attrs=ins.attrs + (("k_fold", (loop.slot, int(loop.trip.const))),))
 
 
 @emitter(Opcode.NC_TRANSPOSE, transpose_copy, reference_transpose)
