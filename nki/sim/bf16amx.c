@@ -199,6 +199,10 @@ static void settle(pending_add *p) {
 __attribute__((target("avx512f,avx512bw")))
 static void pack_b_pair(const uint16_t *r0, const uint16_t *r1, int64_t w, int64_t strips,
                         int64_t p, int64_t tile_step, uint16_t *tiles, scan_state *st) {
+    const __m512i pairs_lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10,
+                                              41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3,
+                                              34, 2, 33, 1, 32, 0);
+    const __m512i pairs_hi = _mm512_add_epi16(pairs_lo, _mm512_set1_epi16(16));
     for (int64_t j = 0; j < strips; j++) {
         int64_t left = w - 32 * j;
         __mmask32 m = left >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << left) - 1);
@@ -206,13 +210,9 @@ static void pack_b_pair(const uint16_t *r0, const uint16_t *r1, int64_t w, int64
         __m512i v1 = r1 ? _mm512_maskz_loadu_epi16(m, r1 + 32 * j) : _mm512_setzero_si512();
         scan_vector(v0, m, st);    /* the guard, on the values just loaded */
         scan_vector(v1, m, st);
-        for (int h = 0; h < 2; h++) {
-            __m256i x0 = h ? _mm512_extracti64x4_epi64(v0, 1) : _mm512_castsi512_si256(v0);
-            __m256i x1 = h ? _mm512_extracti64x4_epi64(v1, 1) : _mm512_castsi512_si256(v1);
-            __m512i pair = _mm512_or_si512(_mm512_cvtepu16_epi32(x0),
-                                           _mm512_slli_epi32(_mm512_cvtepu16_epi32(x1), 16));
-            _mm512_store_si512((__m512i *)(tiles + j * tile_step + h * TILE_ELEMS) + p, pair);
-        }
+        for (int h = 0; h < 2; h++)   /* columns 16h..16h+15: (row 2p, row 2p+1) pairs */
+            _mm512_store_si512((__m512i *)(tiles + j * tile_step + h * TILE_ELEMS) + p,
+                               _mm512_permutex2var_epi16(v0, h ? pairs_hi : pairs_lo, v1));
     }
 }
 
