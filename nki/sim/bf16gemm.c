@@ -1,6 +1,6 @@
 /* bf16 GEMM on the CPU's bf16 dot-product unit (AVX-512 BF16 `vdpbf16ps`), for nc_matmul.
  *
- * Built once per machine by nki/sim/bf16.py (gcc -O2 -mavx512f -mavx512bw -mavx512bf16) and
+ * Built once per machine by nki/sim/bf16.py (gcc -O3, with bf16amx.c, the AMX kernel) and
  * called through the symbol `nki_bgemm`, as fp32 matmuls call `nki_sgemm`.
  *
  *   C[M, N] (+)= sum over segments s of  A_s[K, M]^T @ B_s[K, N]
