@@ -172,22 +172,41 @@ def _in_place_bf16(irow, base, rows, cols):
 
 
 @njit(cache=True, nogil=True)
+def _segments(H, S, PS, irow, base, L, slot, trip, rows, cols):
+    """(flat bf16 bits, element offset, row stride, segment step) of an operand over a folded
+    K loop's ``trip`` segments: the arena itself for bf16 rows read in place (the offset is
+    affine in the loop slot, so consecutive segments are a constant step apart), else the
+    segments widened one after another into one contiguous copy (fp8, strided views)."""
+    if _in_place_bf16(irow, base, rows, cols):
+        L[slot] = 1
+        second = element_offset(irow, base, L)
+        L[slot] = 0
+        mem, off, ld = _bf16_matrix(H, S, PS, irow, base, L, rows, cols)
+        return mem, off, ld, second - off
+    size = rows * cols
+    out = np.empty(trip * size, np.uint16)
+    for i in range(trip):
+        L[slot] = i
+        bits, off, _ = _bf16_matrix(H, S, PS, irow, base, L, rows, cols)
+        out[i * size:(i + 1) * size] = bits[off:off + size]
+    L[slot] = 0
+    return out, 0, cols, size
+
+
+@njit(cache=True, nogil=True)
 def _folded_on_unit(H, S, PS, irow, L, K, M, N, slot, trip):
     """A folded K loop as one ``nki_bgemm`` of ``trip`` segments (loop slot ``slot`` = the
-    segment): only for bf16 operands read in place (their offsets then step by a constant
-    per iteration); False (nothing written) otherwise or when the guard declines."""
-    if not (_in_place_bf16(irow, OP1, K, M) and _in_place_bf16(irow, OP2, K, N)):
+    segment), for bf16/fp8 operands and an fp32 PSUM tile in place; False (nothing written)
+    otherwise or when the guard declines."""
+    if not (_unit_dtype(irow[OP1 + O_DTYPE]) and _unit_dtype(irow[OP2 + O_DTYPE])):
         return False
     c, c_off, ldc, in_place = _matrix(H, S, PS, irow, OP0, L, M, N, False)
     if not in_place:
         return False
-    L[slot] = 1
-    st1, mv1 = element_offset(irow, OP1, L), element_offset(irow, OP2, L)
-    L[slot] = 0
-    st, st_off, ldst = _bf16_matrix(H, S, PS, irow, OP1, L, K, M)
-    mv, mv_off, ldmv = _bf16_matrix(H, S, PS, irow, OP2, L, K, N)
-    return bgemm_rows(c, c_off, ldc, st, st_off, ldst, st1 - st_off, mv, mv_off, ldmv,
-                      mv1 - mv_off, M, N, K, trip, True) == 0
+    st, st_off, ldst, st_step = _segments(H, S, PS, irow, OP1, L, slot, trip, K, M)
+    mv, mv_off, ldmv, mv_step = _segments(H, S, PS, irow, OP2, L, slot, trip, K, N)
+    return bgemm_rows(c, c_off, ldc, st, st_off, ldst, st_step, mv, mv_off, ldmv, mv_step,
+                      M, N, K, trip, True) == 0
 
 
 @njit(cache=True, nogil=True)
