@@ -75,6 +75,7 @@ def _runner(user_fn, grid: tuple[int, ...]):
     @functools.wraps(user_fn)
     def legacy_kernel(*args, **kwargs):
         args = tuple(as_legacy(a) if isinstance(a, NkiTensor) else a for a in args)
+        kwargs = {k: as_legacy(v) if isinstance(v, NkiTensor) else v for k, v in kwargs.items()}
         fn = replay_loop_exits(user_fn)          # NKI 0.1's return/break inside loops
         if not grid or all(g == 1 for g in grid):
             st = state()
@@ -96,6 +97,9 @@ class LegacyKernel(Kernel):
         ... def add(a, b): ...
         >>> out = add[2, 3](a, b)                     # doctest: +SKIP
     """
+
+    # neuronxcc.nki kernels take keyword-only tensors (AWS's flash_paged_attn_varlen)
+    keyword_only_dropped_in = None
 
     def __init__(self, fn, grid: tuple[int, ...] = (), **options):
         super().__init__(_runner(fn, grid), **options)
