@@ -167,12 +167,12 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
     if isinstance(key, Predicate):
         return masked_operand(t, key)
     key = key if isinstance(key, tuple) else (key,)
-    if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip and (
-            len(key) == 1 and t.ndim <= 2 or value(key[0]).size > 1):
-        # (a one-element tile before other indices, or alone on a tensor of rank > 2, is a
-        # dynamic offset, below: ``w[e[0, 0], i_p, i_f]`` in AWS's blockwise_mm_bwd picks the
-        # expert's weights, ``tables[step[0, 0]]`` in flash_paged_attn_varlen the step's
-        # [128, n, u] block; on a 2-D tensor both read the one row)
+    if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip and \
+            value(key[0]).size > 1:
+        # (a one-element tile is a dynamic offset, below, an int known at run time:
+        # ``w[e[0, 0], i_p, i_f]`` in AWS's blockwise_mm_bwd picks the expert's weights,
+        # ``tables[step[0, 0]]`` in flash_paged_attn_varlen the step's [128, n, u] block,
+        # which a DMA may write into a tile of another shape with as many elements)
         return indirect_rows(t, value(key[0]), key[1:])
     lead = _leading_ints(key)
     if lead and lead < len(key) and isinstance(key[lead], (NkiTensor, Pending)) and \

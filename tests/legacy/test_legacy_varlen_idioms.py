@@ -83,3 +83,22 @@ def test_one_element_index_on_a_rank3_tensor(backend, rng):
         np.testing.assert_array_equal(k(tables, np.array([[s]], np.int32)), tables[s])
     # past the end: the load is skipped, the zeros stay
     np.testing.assert_array_equal(k(tables, np.array([[5]], np.int32)), 0)
+
+
+def row_as_column(preds, step):
+    """Row ``step[0, 0]`` of a 2-D HBM tensor DMA'd into a ``[u, 1]`` tile (as many
+    elements, another shape) with oob_mode.skip, as the decode loop loads its predicates."""
+    u = preds.shape[1]
+    out = nl.ndarray((u, 1), dtype=preds.dtype, buffer=nl.shared_hbm)
+    idx = nl.load(step)
+    t = nl.zeros((u, 1), dtype=preds.dtype)
+    t[...] = nl.load(preds[idx[0, 0]], mode=oob_mode.skip)
+    nl.store(out, value=t)
+    return out
+
+
+def test_register_moved_dma_into_another_shape(backend, rng):
+    preds = rng.integers(0, 2, (6, 4)).astype(np.uint8)
+    k = nki.jit(row_as_column, backend=backend)
+    np.testing.assert_array_equal(k(preds, np.array([[2]], np.int32)), preds[2][:, None])
+    np.testing.assert_array_equal(k(preds, np.array([[6]], np.int32)), 0)
