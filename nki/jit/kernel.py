@@ -178,9 +178,10 @@ class Kernel:
         kwargs = {k: v for k, v in bound.kwargs.items() if k not in names}
         for name, value in kwargs.items():
             if is_tensor(value):
-                raise fail("nki_invalid_argument", f"tensor argument {name!r} is not a named "
-                           "parameter of a kernel without *args; kernel tensors must be "
-                           "parameters (positional or keyword-only)", user_loc())
+                raise fail("nki_invalid_argument", f"tensor argument {name!r} reaches the "
+                           "kernel through **kwargs or after *args; kernel tensors must be "
+                           "named parameters (positional or keyword-only) of a kernel "
+                           "without *args", user_loc())
         return bound.args + tuple(bound.arguments[n] for n in names), kwargs
 
     def _tensor_args(self, args) -> dict[int, TensorArg]:

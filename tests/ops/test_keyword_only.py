@@ -94,7 +94,7 @@ def test_tensor_through_var_keyword_is_refused():
     def kernel(x, **extra):
         return _axpy(x, y=x)
 
-    with pytest.raises(NkiError, match=r"(?s)nki_invalid_argument.*'z'.*named.*"
+    with pytest.raises(NkiError, match=r"(?s)nki_invalid_argument.*'z'.*\*\*kwargs.*"
                                        r"test_keyword_only.py:\d+"):
         nki.jit(kernel)(np.ones((128, 8), np.float32), z=np.ones((128, 8), np.float32))
 
@@ -141,3 +141,11 @@ def test_legacy_keyword_only_only_and_grid(backend, rng):
     np.testing.assert_allclose(k[1, 1](a=a, b=b), 3.0 * a + b, rtol=1e-6)
     np.testing.assert_allclose(legacy_nki.simulate_kernel(k, a=a, b=b), 3.0 * a + b,
                                rtol=1e-6)
+
+
+def test_keyword_only_tensor_after_var_positional_is_refused():
+    def kernel(x, *rest, y):
+        return _axpy(x, y=y)
+
+    with pytest.raises(NkiError, match=r"(?s)nki_invalid_argument.*'y'.*after \*args"):
+        _jit(kernel)(np.ones((128, 8), np.float32), y=np.ones((128, 8), np.float32))
