@@ -9,6 +9,7 @@ is a compile-time constant.
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +109,22 @@ def keyword_adapter(fn, positional: int, keyword_only: tuple[str, ...]):
         return fn(*args[:positional], **by_name, **kwargs)
 
     return with_keywords
+
+
+def flat_signature(adapter, sig: inspect.Signature):
+    """A copy of a :func:`keyword_adapter` whose signature is ``sig`` with its keyword-only
+    parameters made positional (same names, order and defaults), so binding a call's
+    positional form against it succeeds."""
+    params = [p.replace(kind=p.POSITIONAL_OR_KEYWORD) if p.kind is p.KEYWORD_ONLY else p
+              for p in sig.parameters.values()]
+
+    @functools.wraps(adapter)
+    def flat(*args, **kwargs):
+        return adapter(*args, **kwargs)
+
+    # a parameter without a default may follow one with a default here, so unvalidated
+    flat.__signature__ = inspect.Signature(params, __validate_parameters__=False)
+    return flat
 
 
 def refuse_shape_only(args: dict[int, TensorArg], names: list[str], data_site, loc) -> None:

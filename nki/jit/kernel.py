@@ -17,6 +17,7 @@ from nki.ir.printer import format_program
 from nki.ir.target import get_target
 from nki.jit.args import (
     TensorArg,
+    flat_signature,
     is_tensor,
     keyword_adapter,
     refuse_shape_only,
@@ -99,6 +100,7 @@ class Kernel:
         self._lnc = 1
         self._cache: dict = {}
         self._last_record: list = [None]   # shared with kernel[2] clones (last_run_record)
+        self._flat_views: dict = {}         # shared too: _flat_view per (LNC, schedule)
         kernel_created(self)
         _warn_keyword_only(fn, self.keyword_only_dropped_in)
 
@@ -161,6 +163,23 @@ class Kernel:
         positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                          for p in self._signature.parameters.values())
         return keyword_adapter(self.fn, positional, self._keyword_only)
+
+    def _flat_view(self) -> Kernel:
+        """This kernel taking its keyword-only parameters positionally, as the call path
+        passes them: what a ``torch.compile`` graph node calls again with a call's positional
+        form (``nki.torch.jit_ops``). The kernel itself when it has none; one per launch."""
+        if not self._keyword_only:
+            return self
+        key = (self._lnc, getattr(self, "schedule", ()))
+        view = self._flat_views.get(key)
+        if view is None:
+            view = Kernel.__new__(type(self))
+            view.__dict__.update(self.__dict__)
+            for cached in ("_signature", "_keyword_only", "_traced"):
+                view.__dict__.pop(cached, None)
+            view.fn = flat_signature(self._traced, self._signature)
+            view = self._flat_views.setdefault(key, view)
+        return view
 
     def _positional(self, args, kwargs) -> tuple[tuple, dict]:
         """Arguments with every named parameter made positional (defaults filled in;
@@ -254,7 +273,7 @@ class Kernel:
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
         # torch.compile tracing (fake tensors): outputs described or a graph node, not run
-        described = fake_outputs(spec, tensor_args, (self, args, kwargs))
+        described = fake_outputs(spec, tensor_args, (self._flat_view(), args, kwargs))
         if described is not REAL:
             return described
         observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)

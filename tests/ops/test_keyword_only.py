@@ -149,3 +149,18 @@ def test_keyword_only_tensor_after_var_positional_is_refused():
 
     with pytest.raises(NkiError, match=r"(?s)nki_invalid_argument.*'y'.*after \*args"):
         _jit(kernel)(np.ones((128, 8), np.float32), y=np.ones((128, 8), np.float32))
+
+
+def test_keyword_only_tensors_under_torch_compile():
+    """Inside torch.compile the call is one graph node, which calls the kernel again with the
+    call's positional form (keyword-only tensors positional)."""
+    torch = pytest.importorskip("torch")
+    from nki.torch import compile as ncompile
+
+    ncompile.register_backend()
+    k = _jit(_axpy)
+    x, y = torch.randn(128, 16), torch.randn(128, 16)
+    fn = torch.compile(lambda a, b: k(a * 2, y=b, scale=0.5) + 1, backend="neuron",
+                       fullgraph=True)
+    torch.testing.assert_close(fn(x, y), 0.5 * (x * 2) + y + 1)
+    assert k._flat_view() is k._flat_view()        # one graph op per kernel and launch
