@@ -131,9 +131,21 @@ def _is_user(f) -> bool:
 
 
 def _uses_scalar(namespace: dict) -> bool:
+    """Whether a module imported ``scalar``, or has ``nt`` and a function that says
+    ``nt.scalar`` (many kernels import ``nt`` for annotations only: those stay untouched)."""
     from nki.legacy import typing as nt
 
-    return any(v is scalar or v is nt for v in namespace.values())
+    values = list(namespace.values())
+    if any(v is scalar for v in values):
+        return True
+    return any(v is nt for v in values) and any(
+        isinstance(v, types.FunctionType) and v.__globals__ is namespace and
+        _names_scalar(v.__code__) for v in values)
+
+
+def _names_scalar(code: types.CodeType) -> bool:
+    return "scalar" in code.co_names or any(
+        isinstance(c, types.CodeType) and _names_scalar(c) for c in code.co_consts)
 
 
 def _reachable(root: dict) -> tuple[dict[int, dict], dict[int, set[int]]]:

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from neuronxcc.nki.isa.constants import oob_mode
 from neuronxcc.nki.typing import scalar
+from scalar_loop_annotated import copy_kernel
 from scalar_loop_helpers import add_n_times
+from scalar_loop_nt_helpers import add_n_times_nt
 
 from nki.errors import NkiError
 
@@ -84,10 +86,27 @@ def kernel_using_helper_module(x, count):
     return out
 
 
-def test_loop_in_another_module(backend, rng):
+def kernel_using_nt_helper(x, count):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros(x.shape, dtype=nl.float32)
+    add_n_times_nt(acc, nl.load(x), count)
+    nl.store(out, value=acc)
+    return out
+
+
+@pytest.mark.parametrize("kernel", [kernel_using_helper_module, kernel_using_nt_helper])
+def test_loop_in_another_module(backend, rng, kernel):
     x = rng.standard_normal((128, 16)).astype(np.float32)
-    got = nki.jit(kernel_using_helper_module, backend=backend)(x, _count(4))
+    got = nki.jit(kernel, backend=backend)(x, _count(4))
     np.testing.assert_allclose(got, 4 * x, rtol=1e-6)
+
+
+def test_modules_without_scalar_are_not_copied(rng):
+    from nki.legacy.scalar_loop import with_runtime_range
+
+    assert with_runtime_range(copy_kernel, None) is copy_kernel
+    x = rng.standard_normal((128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(copy_kernel)(x), x)
 
 
 def start_and_stop(x, count):
