@@ -3,6 +3,8 @@ read from a tile when the kernel runs (nki/legacy/scalar_loop.py)."""
 
 from __future__ import annotations
 
+import inspect
+
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import neuronxcc.nki.typing as nt
@@ -153,3 +155,23 @@ def test_runaway_count_stops_at_the_loop_budget(backend, rng):
     with pytest.raises(NkiError, match=r"(?s)nki_loop_budget_exceeded.*range\(scalar.*"
                                        r"test_scalar_loop.py:\d+"):
         k(x, _count(2 ** 31 - 1))
+
+
+def break_out(x, count):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros(x.shape, dtype=nl.float32)
+    for _ in range(scalar(nl.load(count))):   # LEFT LOOP
+        acc[...] = nl.add(acc, nl.load(x))
+        break
+    nl.store(out, value=acc)
+    return out
+
+
+def test_break_out_of_a_runtime_loop_raises(rng):
+    x = rng.standard_normal((128, 8)).astype(np.float32)
+    with pytest.raises(NkiError) as e:
+        nki.jit(break_out)(x, _count(3))
+    assert e.value.code == "err_dynamic_control_flow_not_supported"
+    lines, first = inspect.getsourcelines(break_out)
+    line = first + next(i for i, t in enumerate(lines) if "LEFT LOOP" in t)
+    assert f"test_scalar_loop.py:{line}" in str(e.value)
