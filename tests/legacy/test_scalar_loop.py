@@ -80,27 +80,22 @@ def test_loop_state_in_a_tile(backend, rng, n):
     np.testing.assert_array_equal(got, want)
 
 
-def kernel_using_helper_module(x, count):
+def kernel_using_helper_modules(x, count, count2):
+    """``(count + count2) * x``: one runtime loop in a module that imports scalar, one in a
+    module that spells nt.scalar."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     acc = nl.zeros(x.shape, dtype=nl.float32)
-    add_n_times(acc, nl.load(x), count)
+    xt = nl.load(x)
+    add_n_times(acc, xt, count)
+    add_n_times_nt(acc, xt, count2)
     nl.store(out, value=acc)
     return out
 
 
-def kernel_using_nt_helper(x, count):
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    acc = nl.zeros(x.shape, dtype=nl.float32)
-    add_n_times_nt(acc, nl.load(x), count)
-    nl.store(out, value=acc)
-    return out
-
-
-@pytest.mark.parametrize("kernel", [kernel_using_helper_module, kernel_using_nt_helper])
-def test_loop_in_another_module(backend, rng, kernel):
+def test_loops_in_other_modules(backend, rng):
     x = rng.standard_normal((128, 16)).astype(np.float32)
-    got = nki.jit(kernel, backend=backend)(x, _count(4))
-    np.testing.assert_allclose(got, 4 * x, rtol=1e-6)
+    got = nki.jit(kernel_using_helper_modules, backend=backend)(x, _count(4), _count(2))
+    np.testing.assert_allclose(got, 6 * x, rtol=1e-6)
 
 
 def test_modules_without_scalar_are_not_copied(rng):
