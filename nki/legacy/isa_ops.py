@@ -444,7 +444,7 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     d = value(dst)
     before_write(d)
     pred = value(predicate)
-    if isinstance(pred, NkiTensor):     # a [P, 1] predicate selects whole partitions
+    if isinstance(pred, NkiTensor):     # [P, 1] or [P, K] over dst [P, K, ...]: broadcast
         pred = _free_broadcast(pred, d)
     _sel.tensor_copy_predicated(dst=d, src=value(src), predicate=pred,
                                 reverse_pred=reverse_pred)
