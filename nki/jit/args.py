@@ -8,6 +8,8 @@ is a compile-time constant.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,6 +95,36 @@ def tensor_args(args, names: list[str], loc) -> dict[int, TensorArg]:
             out[i] = placeholder_arg(i, name, a, loc) if is_placeholder(a) else \
                 to_tensor_arg(i, name, a, loc)
     return out
+
+
+def keyword_adapter(fn, positional: int, keyword_only: tuple[str, ...]):
+    """``fn`` taking its keyword-only parameters positionally, after its ``positional``
+    ones: the call path keys kernel tensors by position (``tensor_args``), and this hands
+    them back to ``fn`` by name. Its signature (``__wrapped__``) is ``fn``'s, whose parameter
+    list names the positions in the same order."""
+
+    @functools.wraps(fn)
+    def with_keywords(*args, **kwargs):
+        by_name = dict(zip(keyword_only, args[positional:]))
+        return fn(*args[:positional], **by_name, **kwargs)
+
+    return with_keywords
+
+
+def flat_signature(adapter, sig: inspect.Signature):
+    """A copy of a :func:`keyword_adapter` whose signature is ``sig`` with its keyword-only
+    parameters made positional (same names, order and defaults), so binding a call's
+    positional form against it succeeds."""
+    params = [p.replace(kind=p.POSITIONAL_OR_KEYWORD) if p.kind is p.KEYWORD_ONLY else p
+              for p in sig.parameters.values()]
+
+    @functools.wraps(adapter)
+    def flat(*args, **kwargs):
+        return adapter(*args, **kwargs)
+
+    # a parameter without a default may follow one with a default here, so unvalidated
+    flat.__signature__ = inspect.Signature(params, __validate_parameters__=False)
+    return flat
 
 
 def refuse_shape_only(args: dict[int, TensorArg], names: list[str], data_site, loc) -> None:

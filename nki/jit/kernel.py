@@ -17,7 +17,9 @@ from nki.ir.printer import format_program
 from nki.ir.target import get_target
 from nki.jit.args import (
     TensorArg,
+    flat_signature,
     is_tensor,
+    keyword_adapter,
     refuse_shape_only,
     signature_of,
     tensor_args,
@@ -80,6 +82,10 @@ class Kernel:
     ``platform_target=``), ``check_uninit=True``, ``check_races=True``, ``precise_fp=False``.
     """
 
+    # the release whose compiler refuses a ``*`` in a kernel's signature (migration guide,
+    # "Remove keyword-only argument separator"): earlier ones took it, so it still runs
+    keyword_only_dropped_in: str | None = "NKI 0.3.0 (Neuron 2.29)"
+
     def __init__(self, fn, **options):
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -94,7 +100,9 @@ class Kernel:
         self._lnc = 1
         self._cache: dict = {}
         self._last_record: list = [None]   # shared with kernel[2] clones (last_run_record)
+        self._flat_views: dict = {}         # shared too: _flat_view per (LNC, schedule)
         kernel_created(self)
+        _warn_keyword_only(fn, self.keyword_only_dropped_in)
 
     def __getitem__(self, grid) -> Kernel:
         lnc = grid[0] if isinstance(grid, tuple) and len(grid) == 1 else grid
@@ -136,9 +144,48 @@ class Kernel:
         """The kernel function's signature (computed once: every call binds against it)."""
         return inspect.signature(self.fn)
 
+    @functools.cached_property
+    def _keyword_only(self) -> tuple[str, ...]:
+        """The kernel's keyword-only parameters, which the call path passes positionally
+        after the positional ones, so a tensor among them is a kernel tensor like the others
+        (none in a kernel with ``*args``: its count of positional arguments varies)."""
+        params = self._signature.parameters.values()
+        if any(p.kind is p.VAR_POSITIONAL for p in params):
+            return ()
+        return tuple(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+
+    @functools.cached_property
+    def _traced(self):
+        """The function the trace calls with the positional form of a call (``_positional``):
+        the kernel's own, or an adapter handing keyword-only parameters back by name."""
+        if not self._keyword_only:
+            return self.fn
+        positional = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                         for p in self._signature.parameters.values())
+        return keyword_adapter(self.fn, positional, self._keyword_only)
+
+    def _flat_view(self) -> Kernel:
+        """This kernel taking its keyword-only parameters positionally, as the call path
+        passes them: what a ``torch.compile`` graph node calls again with a call's positional
+        form (``nki.torch.jit_ops``). The kernel itself when it has none; one per launch."""
+        if not self._keyword_only:
+            return self
+        key = (self._lnc, getattr(self, "schedule", ()))
+        view = self._flat_views.get(key)
+        if view is None:
+            view = Kernel.__new__(type(self))
+            view.__dict__.update(self.__dict__)
+            for cached in ("_signature", "_keyword_only", "_traced"):
+                view.__dict__.pop(cached, None)
+            view.fn = flat_signature(self._traced, self._signature)
+            view = self._flat_views.setdefault(key, view)
+        return view
+
     def _positional(self, args, kwargs) -> tuple[tuple, dict]:
-        """Arguments with every parameter that can be positional made positional (defaults
-        filled in), so tensors passed by keyword are kernel tensors like positional ones."""
+        """Arguments with every named parameter made positional (defaults filled in;
+        keyword-only ones after the others, in signature order), so tensors passed by
+        keyword are kernel tensors like positional ones, keyed by position and named by
+        their parameter (``list(self._signature.parameters)``)."""
         sig = self._signature
         try:
             bound = sig.bind(*args, **kwargs)
@@ -146,12 +193,15 @@ class Kernel:
             raise fail("nki_invalid_argument", f"{self.fn.__name__}{sig}: {e}",
                        user_loc()) from None
         bound.apply_defaults()
-        for name, value in bound.kwargs.items():
+        names = self._keyword_only
+        kwargs = {k: v for k, v in bound.kwargs.items() if k not in names}
+        for name, value in kwargs.items():
             if is_tensor(value):
-                raise fail("nki_invalid_argument", f"tensor argument {name!r} is keyword-only; "
-                           "kernel tensors must be parameters that can be passed positionally",
-                           user_loc())
-        return bound.args, bound.kwargs
+                raise fail("nki_invalid_argument", f"tensor argument {name!r} reaches the "
+                           "kernel through **kwargs or after *args; kernel tensors must be "
+                           "named parameters (positional or keyword-only) of a kernel "
+                           "without *args", user_loc())
+        return bound.args + tuple(bound.arguments[n] for n in names), kwargs
 
     def _tensor_args(self, args) -> dict[int, TensorArg]:
         return tensor_args(args, list(self._signature.parameters), user_loc())
@@ -198,7 +248,7 @@ class Kernel:
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    cores = specialize_cores(self.fn, args, kwargs, tensor_args, target,
+                    cores = specialize_cores(self._traced, args, kwargs, tensor_args, target,
                                              launch, settings, recorder=deps)
                     _check_core_races(cores, target, settings.check_races)
             except BaseException:
@@ -223,7 +273,7 @@ class Kernel:
         tensor_args = self._tensor_args(args)
         spec = self._specialize(args, kwargs, tensor_args)
         # torch.compile tracing (fake tensors): outputs described or a graph node, not run
-        described = fake_outputs(spec, tensor_args, (self, args, kwargs))
+        described = fake_outputs(spec, tensor_args, (self._flat_view(), args, kwargs))
         if described is not REAL:
             return described
         observe(self, spec)          # python -m nki.cost: estimate every call (else a no-op)
@@ -264,6 +314,18 @@ class Kernel:
         self._runnable(spec, tensor_args)
         execute(spec, tensor_args, profiles)
         return profiles
+
+
+def _warn_keyword_only(fn, dropped_in: str | None) -> None:
+    """A ``DeprecationWarning`` at the kernel's ``def`` when its signature has keyword-only
+    parameters and the dialect's current release no longer accepts them."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if dropped_in is None or code is None or not code.co_kwonlyargcount:
+        return
+    warnings.warn_explicit(f"kernel {fn.__name__!r}: the keyword-only separator '*' in a "
+                           f"kernel signature was dropped in {dropped_in}; it runs as before "
+                           "(move the parameters before it to keep it compiling there)",
+                           DeprecationWarning, code.co_filename, code.co_firstlineno)
 
 
 def _warning_records(caught) -> list:

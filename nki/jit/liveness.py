@@ -14,10 +14,12 @@ Two answers, for two questions:
 Both keep a tensor a runtime loop (``DynFor``/``DynWhile``) touches live for the whole loop
 (the body was traced once but runs many times), except a tensor of the body's own: used only
 inside the loop, its first use an instruction that overwrites all of it without reading it
-(:func:`overwrites_whole`). Every pass then rewrites it before reading it, so no value crosses
+(:func:`overwrites_whole`), or an on-chip one written in the body only by plain writes at
+fixed places (:func:`plain_write`, in any order and extent) that the trace saw before every
+read of its bytes. Every pass then rewrites it before reading it, so no value crosses
 passes and its bytes may be shared with the body's other tiles, as a compiler's allocator
 shares them within the body (AWS's blockwise MoE while-loop holds more PSUM tiles over one
-pass than PSUM has banks).
+pass than PSUM has banks; flash_paged_attn_varlen fills its body's buffers tile by tile).
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ class Liveness:
     decls: dict[int, TensorDecl] = field(default_factory=dict)
     fresh: set[int] = field(default_factory=set)
     """Tensors first used inside a runtime loop by an instruction that overwrites all of them."""
+    written_in: dict[int, int] = field(default_factory=dict)
+    """tid -> the innermost runtime loop every write of the tensor is in, each a plain write
+    at a fixed place (:func:`plain_write`); ``-1`` when some write is not that."""
 
     def visit(self, stmts, frame: Frame) -> None:
         for stmt in stmts:
@@ -75,10 +80,18 @@ class Liveness:
                     if in_dyn and is_write and acc.tensor not in self.uses and \
                             overwrites_whole(stmt, role, acc, self.decls.get(acc.tensor)):
                         self.fresh.add(acc.tensor)
+                    if is_write:
+                        self.note_write(stmt, role, acc, frame)
                     lo, hi = self.uses.get(acc.tensor, (index, index))
                     self.uses[acc.tensor] = (min(lo, index), max(hi, index))
                 self.frames.append(frame)
                 self.instrs.append(stmt)
+
+    def note_write(self, instr: Instr, role: str, acc: Access, frame: Frame) -> None:
+        loops = [lp for lp, _ in frame if lp in self.dyn]
+        loop = loops[-1] if loops and plain_write(instr, role, acc) else -1
+        if self.written_in.setdefault(acc.tensor, loop) != loop:
+            self.written_in[acc.tensor] = -1
 
     def in_runtime_loop(self, index: int) -> bool:
         """Whether instruction ``index`` is inside a ``DynFor``/``DynWhile`` body."""
@@ -89,12 +102,41 @@ def walk_program(program: Program) -> Liveness:
     """One walk over ``program``'s unrolled trace."""
     live = Liveness(decls={d.id: d for d in program.tensors})
     live.visit(program.body, ())
+    live.fresh |= _written_before_read(live)
     for tid in live.fresh:                 # a body's own tensor is born where it is written
         first = live.uses[tid][0]
         if tid not in live.born:
             loop = next(lp for lp, _ in reversed(live.frames[first]) if lp in live.dyn)
             live.born[tid] = (live.frames[first], live.spans[loop][1])
     return live
+
+
+def _written_before_read(live: Liveness) -> set[int]:
+    """On-chip tensors used only inside one runtime loop's body and written there only by
+    plain writes at fixed places (not in a runtime loop nested in it) that the trace saw
+    before every read of their bytes: a read before any write got a fill before the
+    outermost runtime loop (``insert_fresh_fills``), a write outside the body. Every pass
+    then writes each byte it reads before reading it, so no value crosses passes, whatever
+    the order and extent of the writes (AWS's flash_paged_attn_varlen writes its body's
+    score and transpose buffers tile by tile)."""
+    own = set()
+    for tid, loop in live.written_in.items():
+        decl = live.decls.get(tid)
+        if loop < 0 or decl is None or not decl.memory.on_chip or tid not in live.uses:
+            continue
+        lo, hi = live.uses[tid]
+        if live.spans[loop][0] <= lo and hi <= live.spans[loop][1]:
+            own.add(tid)
+    return own
+
+
+def plain_write(instr: Instr, role: str, acc: Access) -> bool:
+    """Whether ``instr`` writes every element of ``acc`` (its ``dst``) whenever it runs, at
+    a place fixed at trace time: an overwriting instruction with no accumulation, skipped
+    rows, index tile or register offset."""
+    return role == "dst" and instr.opcode in _OVERWRITING and not instr.attr("accumulate") \
+        and instr.attr("oob_mode", OobMode.error) == OobMode.error \
+        and not instr.attr("indirect") and acc.offset.is_const and acc.partition.is_const
 
 
 # instructions whose ``dst`` gets every element of the written view, none of it read first

@@ -11,7 +11,7 @@ from nki.lang.tensor import NkiTensor
 _DMA_MEMS = (Memory.SBUF, Memory.SHARED_HBM, Memory.PRIVATE_HBM)
 
 
-def _dma(call: Call, dst, src) -> Instr:
+def _dma(call: Call, dst, src, attrs: tuple = ()) -> Instr:
     d = call.tensor(dst, "dst", _DMA_MEMS)
     s = call.tensor(src, "src", _DMA_MEMS)
     if d.size != s.size:
@@ -29,7 +29,7 @@ def _dma(call: Call, dst, src) -> Instr:
         if other.size // max(chip.shape[0], 1) * chip.shape[0] != other.size:
             raise call.error("nki_shape_mismatch", "the HBM side does not split into the "
                              "on-chip partitions")
-    ins = Instr(Opcode.DMA_COPY, (("dst", acc(d)),), (("src", acc(s)),), (), call.loc)
+    ins = Instr(Opcode.DMA_COPY, (("dst", acc(d)),), (("src", acc(s)),), attrs, call.loc)
     return call.trace.emit(ins, api=call.api)
 
 

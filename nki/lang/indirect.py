@@ -140,15 +140,12 @@ def dma_copy(dst, src, priority=None, oob_mode=None, dge_mode=None, engine=None,
 
 
 def _scalar_dma(call: Call, dst, src, mode: OobMode) -> Instr:
-    """A DMA moved by registers: the plain DMA rule; under ``oob_mode.skip`` the same checks
-    and an instruction that is skipped when a register is out of range."""
+    """A DMA moved by registers: the plain DMA rule (equal element counts, shapes may
+    differ); under ``oob_mode.skip`` the whole instruction is skipped when a register is out
+    of range, so its rows need not match either."""
     if mode is OobMode.error:
         return _dma._dma(call, dst, src)
-    d, s = call.tensor(dst, "dst", _DMA_MEMS), call.tensor(src, "src", _DMA_MEMS)
-    _same_rows(call, d, [s])
-    ins = Instr(Opcode.DMA_COPY, (("dst", acc(d)),), (("src", acc(s)),),
-                (("oob_mode", mode),), call.loc)
-    return call.trace.emit(ins, api=call.api)
+    return _dma._dma(call, dst, src, (("oob_mode", mode),))
 
 
 def _same_rows(call: Call, d: NkiTensor, srcs: list[NkiTensor]) -> int:

@@ -29,6 +29,7 @@ import textwrap
 import types
 
 from nki.legacy.pending import state
+from nki.legacy.scalar_loop import with_runtime_range
 
 _VALUE = "_nki_exit_value_"
 _EXITING = "_nki_exiting_"
@@ -197,7 +198,12 @@ def _module_functions(fn) -> dict:
 def replay_loop_exits(fn):
     """``fn``, or a copy of it whose ``return``/``break`` statements in traced-once loops
     (its own and those of its module's functions) run as NKI 0.1 ran them (see the module
-    docstring). Called when a trace starts, so helpers defined after the kernel count."""
+    docstring). Called when a trace starts, so helpers defined after the kernel count.
+    The copy also runs ``range(nt.scalar(t))`` as a runtime loop (:mod:`nki.legacy.scalar_loop`)."""
+    return with_runtime_range(_with_exits(fn), _copy)
+
+
+def _with_exits(fn):
     if not isinstance(fn, types.FunctionType):
         return fn
     functions = _module_functions(fn)

@@ -159,12 +159,20 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=Engine.unkn
 
 
 def _free_broadcast(t: NkiTensor, other: NkiTensor) -> NkiTensor:
-    """A ``[P, 1]`` operand against a ``[P, F...]`` one, as a stride-0 view of ``other``'s
-    shape. The old ``tensor_tensor`` broadcast along the free dimension (its docs point such
-    uses to ``tensor_scalar`` for speed, not for legality; AWS's double-row matmul sample
-    relies on it); anything else is left for the rule to judge."""
-    if t.ndim >= 2 and t.size == t.shape[0] and other.size > other.shape[0] and \
-            other.shape[0] == t.shape[0] and other.ndim == t.ndim:
+    """An operand whose free dims are ``other``'s or 1 (``[P, 1]`` against ``[P, F]``,
+    ``[P, 1, F]`` against ``[P, G, F]``), as a stride-0 view of ``other``'s shape. The old
+    ``tensor_tensor`` broadcast along free dimensions (its docs point such uses to
+    ``tensor_scalar`` for speed, not for legality; AWS's double-row matmul sample and
+    flash_paged_attn_varlen's block-table transform rely on it); anything else is left for
+    the rule to judge."""
+    if t.ndim >= 2 and other.ndim > t.ndim and (
+            t.size == t.shape[0] or t.shape == other.shape[:t.ndim]):
+        # ``[P, 1]``, or ``other``'s leading dims (a ``[P, K]`` predicate over ``[P, K, H]``
+        # in flash_paged_attn_varlen's decode kernel), over every further dim
+        t = NkiTensor.reshape(t, t.shape + (1,) * (other.ndim - t.ndim))
+    if t.ndim >= 2 and other.ndim == t.ndim and other.shape[0] == t.shape[0] and \
+            other.size > t.size and \
+            all(a in (1, b) for a, b in zip(t.shape[1:], other.shape[1:])):
         return NkiTensor.broadcast_to(t, other.shape)
     return t
 
@@ -237,6 +245,8 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
     x = _tile("nisa.tensor_reduce", data, "data")
     call = Call("nisa.tensor_reduce")
     ax = list(axis) if isinstance(axis, (tuple, list)) else axis
+    if mask is None and not keepdims:
+        x, ax = _reduced_last(x, ax)
     shape = _red._reduced_shape(x, _red._axes(call, x, ax), keepdims)
 
     def run(dst, x):
@@ -244,6 +254,23 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
 
     return _pending("nisa.tensor_reduce", shape, _dt(dtype, x.dtype), {"x": x}, run, mask,
                     space=x.shape)
+
+
+def _reduced_last(x: NkiTensor, axis) -> tuple[NkiTensor, object]:
+    """Free axes that are not the trailing ones (``axis=(1,)`` of a ``[P, K, Q]`` tile, as
+    flash_paged_attn_varlen reduces its K tiles to a ``[P, Q]`` max): the view with its
+    free dims reordered so the reduced ones come last (a strided access pattern, which the
+    engine reads in any order) and those as the trailing axes; the result keeps the other
+    dims in order, as numpy does. Anything else is unchanged, for the rule to judge."""
+    raw = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    nd = x.ndim
+    if not all(type(a) is int and -nd <= a < nd for a in raw):
+        return x, axis
+    axes = sorted({a % nd for a in raw})
+    if len(axes) != len(raw) or 0 in axes or axes == list(range(nd - len(axes), nd)):
+        return x, axis
+    kept = [d for d in range(1, nd) if d not in axes]
+    return x.permute([0] + kept + axes), list(range(nd - len(axes), nd))
 
 
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs) -> Pending:
@@ -416,7 +443,10 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
     """Copy ``src`` into ``dst`` where ``predicate`` is nonzero (writes ``dst`` directly)."""
     d = value(dst)
     before_write(d)
-    _sel.tensor_copy_predicated(dst=d, src=value(src), predicate=value(predicate),
+    pred = value(predicate)
+    if isinstance(pred, NkiTensor):     # [P, 1] or [P, K] over dst [P, K, ...]: broadcast
+        pred = _free_broadcast(pred, d)
+    _sel.tensor_copy_predicated(dst=d, src=value(src), predicate=pred,
                                 reverse_pred=reverse_pred)
 
 

@@ -20,6 +20,7 @@ from nki.lang.tracer import active, current, user_loc, validation
 from nki.legacy.early_exit import replay_loop_exits
 from nki.legacy.loops import check_abandoned
 from nki.legacy.pending import state
+from nki.legacy.scalar_loop import check_left_loops
 from nki.legacy.tile import as_legacy
 
 
@@ -75,6 +76,7 @@ def _runner(user_fn, grid: tuple[int, ...]):
     @functools.wraps(user_fn)
     def legacy_kernel(*args, **kwargs):
         args = tuple(as_legacy(a) if isinstance(a, NkiTensor) else a for a in args)
+        kwargs = {k: as_legacy(v) if isinstance(v, NkiTensor) else v for k, v in kwargs.items()}
         fn = replay_loop_exits(user_fn)          # NKI 0.1's return/break inside loops
         if not grid or all(g == 1 for g in grid):
             st = state()
@@ -83,6 +85,7 @@ def _runner(user_fn, grid: tuple[int, ...]):
         else:
             result = _programs(fn, grid, args, kwargs)
         check_abandoned(state().loops)
+        check_left_loops()
         return _hbm_results(result)
 
     return legacy_kernel
@@ -96,6 +99,9 @@ class LegacyKernel(Kernel):
         ... def add(a, b): ...
         >>> out = add[2, 3](a, b)                     # doctest: +SKIP
     """
+
+    # neuronxcc.nki kernels take keyword-only tensors (AWS's flash_paged_attn_varlen)
+    keyword_only_dropped_in = None
 
     def __init__(self, fn, grid: tuple[int, ...] = (), **options):
         super().__init__(_runner(fn, grid), **options)

@@ -194,8 +194,10 @@ def _source(api: str, src) -> NkiTensor:
     return s
 
 
-def load(src, *, mask=None, dtype=None, **kwargs) -> Pending:
-    """A new SBUF tile loaded from an HBM view (``mask=`` loads part of it).
+def load(src, *, mask=None, dtype=None, mode=None, **kwargs) -> Pending:
+    """A new SBUF tile loaded from an HBM view (``mask=`` loads part of it; ``mode=``, an
+    ``oob_mode``, applies to an indirect or register-indexed source, as AWS's
+    flash_paged_attn_varlen passes ``mode=oob_mode.skip``).
 
     Example:
         >>> tile = nl.load(x[i_p, i_f], mask=(i_p < n))    # doctest: +SKIP
@@ -205,11 +207,13 @@ def load(src, *, mask=None, dtype=None, **kwargs) -> Pending:
     s = _source("nl.load", src)
     shape = s.shape if s.ndim >= 2 else (1,) + s.shape
     return Pending("nl.load", shape, dtype_of(dtype) if dtype else s.dtype, Memory.SBUF,
-                   {"src": s}, lambda dst, src: dma_copy(dst=dst, src=src), mask=mask)
+                   {"src": s}, lambda dst, src: dma_copy(dst=dst, src=src, oob_mode=mode),
+                   mask=mask)
 
 
-def store(dst, value, *, mask=None, **kwargs) -> None:
-    """Write a tile into an HBM view; a PSUM value goes through an SBUF copy.
+def store(dst, value, *, mask=None, mode=None, **kwargs) -> None:
+    """Write a tile into an HBM view; a PSUM value goes through an SBUF copy (``mode=``: the
+    ``oob_mode`` of an indirect or register-indexed destination, as for ``load``).
 
     Example:
         >>> nl.store(out[i_p, i_f], value=tile, mask=(i_p < n))    # doctest: +SKIP
@@ -224,7 +228,7 @@ def store(dst, value, *, mask=None, **kwargs) -> None:
             and not value.operands["src"].is_indirect():
         value.emit_into(d)       # HBM → HBM: one DMA
         return
-    write("nl.store", d, value, mask)
+    write("nl.store", d, value, mask, oob_mode=mode)
 
 
 def _is_number(x) -> bool:

@@ -57,6 +57,12 @@ class LegacyTile(NkiTensor):
 
         return legacy_dtype(self._dtype)
 
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element, as numpy arrays have it (AWS's flash_paged_attn_varlen picks a
+        transpose dtype of the same width by ``t.itemsize``)."""
+        return self._dtype.itemsize
+
     def access(self):
         if self._oob is not None:
             raise out_of_bounds(self, None)
@@ -161,10 +167,12 @@ def legacy_index(t: NkiTensor, key) -> NkiTensor:
     if isinstance(key, Predicate):
         return masked_operand(t, key)
     key = key if isinstance(key, tuple) else (key,)
-    if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip and (
-            len(key) == 1 or value(key[0]).size > 1):
-        # (a one-element tile before other indices is a dynamic offset, below:
-        # ``w[e[0, 0], i_p, i_f]`` in AWS's blockwise_mm_bwd picks the expert's weights)
+    if isinstance(key[0], (NkiTensor, Pending)) and not t.on_chip and \
+            value(key[0]).size > 1:
+        # (a one-element tile is a dynamic offset, below, an int known at run time:
+        # ``w[e[0, 0], i_p, i_f]`` in AWS's blockwise_mm_bwd picks the expert's weights,
+        # ``tables[step[0, 0]]`` in flash_paged_attn_varlen the step's [128, n, u] block,
+        # which a DMA may write into a tile of another shape with as many elements)
         return indirect_rows(t, value(key[0]), key[1:])
     lead = _leading_ints(key)
     if lead and lead < len(key) and isinstance(key[lead], (NkiTensor, Pending)) and \

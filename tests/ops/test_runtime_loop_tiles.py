@@ -15,7 +15,7 @@ from nki.ir.affine import Affine
 from nki.ir.nodes import Access, Instr, TensorDecl
 from nki.ir.ops import OobMode, Opcode
 from nki.ir.types import FLOAT32, Memory
-from nki.jit.liveness import overwrites_whole
+from nki.jit.liveness import overwrites_whole, plain_write
 
 TILES, F, PROJ = 3, 512, 12
 
@@ -28,9 +28,10 @@ def _count(n):
     return reg
 
 
-def projections_kernel(x, w, n):
+def projections_kernel(x, w, n, parts=1):
     """out[i] = sum_j w[j].T @ x[i] for the first n row tiles, a runtime loop whose body makes
-    12 one-bank PSUM tiles one after another (16 KiB of PSUM holds 8)."""
+    12 one-bank PSUM tiles one after another (16 KiB of PSUM holds 8), each written by
+    ``parts`` matmuls of a column slice (a body's own tile written in parts, ``plain_write``)."""
     out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
     ws = [nl.ndarray((128, 128), dtype=w.dtype, buffer=nl.sbuf) for _ in range(PROJ)]
     for j in range(PROJ):
@@ -43,7 +44,9 @@ def projections_kernel(x, w, n):
         nisa.memset(dst=total, value=0.0)
         for j in range(PROJ):
             ps = nl.ndarray((128, F), dtype=nl.float32, buffer=nl.psum)
-            nisa.nc_matmul(dst=ps, stationary=ws[j], moving=xt)
+            for c in range(0, F, F // parts):
+                nisa.nc_matmul(dst=ps[:, c:c + F // parts], stationary=ws[j],
+                               moving=xt[:, c:c + F // parts])
             nisa.tensor_tensor(dst=total, data1=total, data2=ps, op=nl.add)
         nisa.dma_copy(dst=out[nl.ds(i * 128, 128), :], src=total)
 
@@ -58,10 +61,12 @@ def _inputs(seed=1):
     return x, w
 
 
+@pytest.mark.parametrize("parts", [1, 2])
 @pytest.mark.parametrize("n", [TILES, 1])
-def test_a_body_may_hold_more_psum_tiles_than_banks_over_one_pass(backend, n):
+def test_a_body_may_hold_more_psum_tiles_than_banks_over_one_pass(backend, n, parts):
     x, w = _inputs()
-    got = nki.jit(projections_kernel, backend=backend)(x, w, np.array([[n]], np.int32))
+    got = nki.jit(projections_kernel, backend=backend)(x, w, np.array([[n]], np.int32),
+                                                       parts)
     want = np.zeros((TILES * 128, F))
     for i in range(n):
         rows = x[i * 128:(i + 1) * 128].astype(np.float64)
@@ -124,3 +129,23 @@ def test_only_whole_plain_overwrites_make_a_tile_the_bodys_own():
     ]
     for instr, acc in refused:
         assert not overwrites_whole(instr, "dst", acc, decl), instr
+
+
+# ----- tiles written in parts (plain_write) ---------------------------------------------------
+def test_plain_write_case_by_case():
+    """Writes in parts, at fixed places, whenever the instruction runs: a body's own tile may
+    be filled by them (flash_paged_attn_varlen's buffers, tile by tile)."""
+    half = Access(1, FLOAT32, Affine(F // 2), ((1, 128), (1, F // 2)))
+    moved = Access(1, FLOAT32, Affine.var(-1 - 3, F // 2), ((1, 128), (1, F // 2)))
+    assert plain_write(_instr(Opcode.TENSOR_COPY, half), "dst", half)
+    assert plain_write(_instr(Opcode.NC_MATMUL, half), "dst", half)
+    refused = [
+        (_instr(Opcode.NC_MATMUL, half, (), (("accumulate", True),)), half),
+        (_instr(Opcode.DMA_COPY, half, (), (("oob_mode", OobMode.skip),)), half),
+        (_instr(Opcode.DMA_INDIRECT, half), half),
+        (_instr(Opcode.TENSOR_COPY_PREDICATED, half), half),
+        (_instr(Opcode.TENSOR_COPY, moved), moved),
+    ]
+    for instr, acc in refused:
+        assert not plain_write(instr, "dst", acc), instr
+    assert not plain_write(_instr(Opcode.TENSOR_COPY, half), "reduce_res", half)

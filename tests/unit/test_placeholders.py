@@ -108,11 +108,12 @@ def test_data_dependent_kernel_names_the_line(backend):
     np.testing.assert_array_equal(out[:32], x[:32])
 
 
-def test_placeholder_by_keyword_must_be_positional():
+def test_placeholder_by_keyword_only_is_a_kernel_tensor():
     def kernel(x, *, y=None):
-        return copy_kernel(x)
+        return copy_kernel(y)
 
-    with pytest.raises(NkiError) as e:
-        nki.jit(kernel).specialize(np.zeros((8, 8), np.float32),
-                                   y=nt.tensor[[8, 8], nl.float32])
-    assert "keyword-only" in str(e.value)
+    with pytest.warns(DeprecationWarning, match="keyword-only"):
+        k = nki.jit(kernel)
+    spec = k.specialize(np.zeros((8, 8), np.float32), y=nt.tensor[[8, 8], nl.float32])
+    prog = spec.cores[0].program
+    assert [prog.tensor(i).name for i in prog.inputs] == ["x", "y"]
