@@ -25,8 +25,10 @@ _CHAIN = re.compile(r"L\[8\] = (\d+)  # row chain.*\n.*for pc in range\(0, (\d+)
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    """A small chunk budget, so tiles of a few KiB run as several chunks, the last partial."""
+    """A small chunk budget, so tiles of a few KiB run as several chunks, the last partial,
+    on a CPU whose L2 holds none of the tiles (so every legal run is chained)."""
     monkeypatch.setattr(rowchain, "CHAIN_BYTES", 7000)
+    monkeypatch.setattr(rowchain, "l2_bytes", lambda: 0)
 
 
 def _jit(fn, backend, chains=True):
@@ -102,11 +104,14 @@ def test_layernorm_chain_matches_plain_order_and_numpy(backend, rng, small_chunk
     assert_close(y, ref, dtype=np.float32)
 
 
-def test_default_budget_chains_a_4096_wide_softmax(backend, rng):
+def test_default_budget_chains_a_4096_wide_softmax(backend, rng, monkeypatch):
+    # 4 MiB of tiles: more than an L2 of 1 MiB holds
+    monkeypatch.setattr(rowchain, "l2_bytes", lambda: rowchain.L2_FALLBACK)
     x = rng.standard_normal((128, 4096)).astype(np.float32)
     kernel = _jit(softmax_kernel, backend)
     (chunk, parts, rows), = _chains(kernel, x)
     assert parts == 128 and rows == range(0, 6) and 1 <= chunk < 128
+    assert _chains(_jit(softmax_kernel, backend), x[:, :512]) == []   # 0.5 MiB of tiles fit
     _exact(kernel(x), _jit(softmax_kernel, backend, chains=False)(x))
 
 
