@@ -42,7 +42,9 @@ def helper(fn: Callable | None = None, *, row_wise: bool = False):
     """Register a compiled helper; returns it unchanged. Its id is ``helper_id(fn)``.
 
     ``row_wise=True`` declares that each partition's results depend only on that partition's
-    inputs; such helpers run a few partitions at a time (see ``memory.chunk_rows``)."""
+    inputs; such helpers run a few partitions at a time (see ``memory.chunk_rows``), and
+    never fault (status 0 always): a row chain (nki/sim/rowchain.py) runs later
+    instructions on a chunk before earlier ones have run on the next chunks."""
     if fn is None:
         return lambda f: helper(f, row_wise=row_wise)
     name = fn.__name__ if hasattr(fn, "__name__") else fn.py_func.__name__
