@@ -6,6 +6,7 @@ are not, and still match numpy. Both backends."""
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from nki.kernels.norms import layernorm
 import nki
 import nki.isa as nisa
 import nki.language as nl
+from nki.errors import NkiUninitializedRegisterWarning
 from nki.sim import rowchain
 from nki.testing import assert_close
 
@@ -221,3 +223,68 @@ def test_profile_counts_each_instruction_once_per_run(rng, small_chunks):
     plain, = _jit(softmax_kernel, "numba", chains=False).profile(x)
     np.testing.assert_array_equal(prof.calls, plain.calls)
     assert (prof.calls == 1).all() and (prof.seconds > 0).all()
+
+
+# ----- engine accumulators ---------------------------------------------------------------------
+def _lane_warnings(kernel, *args):
+    """The kernel's result and its accumulator warnings' texts."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", NkiUninitializedRegisterWarning)
+        out = kernel(*args)
+    return out, [str(w.message) for w in caught
+                 if issubclass(w.category, NkiUninitializedRegisterWarning)]
+
+
+def sum_onto_fresh_lanes(x):
+    """One lane reader in the run: reduce onto ScalarE registers nothing set (they read 0)."""
+    P, D = x.shape
+    t = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
+    y = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+    out = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.activation(dst=y, op=nl.copy, data=t, reduce_op=nl.add, reduce_res=s,
+                    reduce_cmd=nisa.reduce_cmd.reduce)
+    nisa.dma_copy(dst=out, src=s)
+    return out
+
+
+def test_one_lane_reader_chains_with_the_same_warnings(backend, rng, small_chunks):
+    x = rng.standard_normal((100, 64)).astype(np.float32)
+    kernel = _jit(sum_onto_fresh_lanes, backend)
+    assert _chains(kernel, x)
+    s, msgs = _lane_warnings(kernel, x)
+    plain, plain_msgs = _lane_warnings(_jit(sum_onto_fresh_lanes, backend, chains=False), x)
+    _exact(s, plain)
+    assert msgs == plain_msgs and len(msgs) == 1 and "partitions 0-99," in msgs[0]
+    assert_close(s[:, 0], x.astype(np.float64).sum(1), dtype=np.float32)
+
+
+def shifted_lanes(x):
+    """Lanes 0-63 reset, then a reduce over data at partitions 32-95: its lane p is the
+    reset's lane p + 32, which a later chunk of the reset would set."""
+    t = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
+    y1 = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
+    y2 = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    out = nl.ndarray((64, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.iota(dst=s, pattern=[[0, 1]])         # not row-wise: the run starts after it
+    nisa.activation(dst=y1[0:64], op=nl.copy, data=t[0:64], reduce_op=nl.add,
+                    reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.activation(dst=y2[32:96], op=nl.copy, data=t[32:96], reduce_op=nl.add,
+                    reduce_res=s[32:96], reduce_cmd=nisa.reduce_cmd.reduce)
+    nisa.dma_copy(dst=out, src=s[32:96])
+    return out
+
+
+def test_shifted_accumulator_lanes_are_not_chained(backend, rng, small_chunks):
+    x = rng.standard_normal((128, 32)).astype(np.float32)
+    kernel = _jit(shifted_lanes, backend)
+    for _, _, rows in _chains(kernel, x):
+        assert not {2, 3} <= set(rows)       # the reset and the reduce never in one chain
+    s, msgs = _lane_warnings(kernel, x)
+    sums = x.astype(np.float64).sum(1)
+    expect = sums[32:96] + np.concatenate([sums[32:64], np.zeros(32)])   # 64-95 read 0
+    assert_close(s[:, 0], expect, dtype=np.float32)
+    assert len(msgs) == 1 and "partitions 64-95," in msgs[0]
