@@ -267,14 +267,15 @@ def shifted_lanes(x):
     y1 = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
     y2 = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
     s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-    out = nl.ndarray((64, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((64, 33), dtype=nl.float32, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=t, src=x)
     nisa.iota(dst=s, pattern=[[0, 1]])         # not row-wise: the run starts after it
     nisa.activation(dst=y1[0:64], op=nl.copy, data=t[0:64], reduce_op=nl.add,
                     reduce_cmd=nisa.reduce_cmd.reset_reduce)
     nisa.activation(dst=y2[32:96], op=nl.copy, data=t[32:96], reduce_op=nl.add,
                     reduce_res=s[32:96], reduce_cmd=nisa.reduce_cmd.reduce)
-    nisa.dma_copy(dst=out, src=s[32:96])
+    nisa.dma_copy(dst=out[:, 0:1], src=s[32:96])
+    nisa.dma_copy(dst=out[:, 1:33], src=y1[0:64])    # y1 kept apart from y2
     return out
 
 
@@ -287,4 +288,5 @@ def test_shifted_accumulator_lanes_are_not_chained(backend, rng, small_chunks):
     sums = x.astype(np.float64).sum(1)
     expect = sums[32:96] + np.concatenate([sums[32:64], np.zeros(32)])   # 64-95 read 0
     assert_close(s[:, 0], expect, dtype=np.float32)
+    _exact(s[:, 1:], x[:64])
     assert len(msgs) == 1 and "partitions 64-95," in msgs[0]
