@@ -221,7 +221,7 @@ def _rows_per_chunk(per_instr: list[list[_Rows]], P: int) -> int:
         return 0
     # whole multiples of the row-wise helpers' own chunks (memory.chunk_rows: CHUNK_ELEMS
     # elements of the first operand), so a window leaves them no remainder chunk to call
-    inner = max([n for n in (CHUNK_ELEMS // max(ops[0].elems, 1) for ops in per_instr)
+    inner = max([n for n in (max(1, CHUNK_ELEMS // max(ops[0].elems, 1)) for ops in per_instr)
                  if n < P], default=1)
     if rows >= inner:
         return rows // inner * inner

@@ -7,6 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from nki.ir.affine import Affine
+from nki.ir.types import Memory
+from nki.sim import rowchain
+from nki.sim.helpers.memory import CHUNK_ELEMS
 from nki.sim.rowchain import _Rows, _rows_pair_safe
 
 
@@ -59,3 +62,15 @@ def test_offsets_moving_with_loops_are_judged_over_every_value():
 def test_an_unknown_trip_count_is_refused():
     x = _rows(Affine(0, ((1, 64),)), 64, 0, 16)
     assert not _rows_pair_safe(x, _rows(Affine.of(4096), 64, 0, 16), 4, {})
+
+
+def test_chunks_fit_the_budget_and_the_helpers_chunks(monkeypatch):
+    monkeypatch.setattr(rowchain, "l2_bytes", lambda: 0)
+    monkeypatch.setattr(rowchain, "CHAIN_BYTES", 200_000)
+    for elems in (1024, 4096, 20000, 40000):    # 16, 4, 1 and 1 rows a helper chunk
+        rows = _Rows(Memory.SBUF, Affine.of(0), 4 * elems, 0, 4 * elems, True, elems)
+        other = _Rows(Memory.SBUF, Affine.of(4 * elems), 4 * elems, 0, 4 * elems, False, elems)
+        chunk = rowchain._rows_per_chunk([[rows, other], [other]], 128)
+        inner = max(1, CHUNK_ELEMS // elems)
+        assert 1 <= chunk < 128 and chunk % inner == 0, (elems, chunk)
+        assert chunk * 8 * elems <= max(rowchain.CHAIN_BYTES, 8 * elems * inner)
