@@ -44,6 +44,21 @@ def _chains(kernel, *args) -> list[tuple[int, int, range]]:
             for c, p, a, b in _CHAIN.findall(kernel.specialize(*args).source)]
 
 
+def _unchained(fn, backend, *args):
+    """``fn`` jitted, asserting that none of its runs became a row chain."""
+    kernel = _jit(fn, backend)
+    assert _chains(kernel, *args) == []
+    return kernel
+
+
+def _sbuf(*shape):
+    return nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+
+
+def _hbm(*shape):
+    return nl.ndarray(shape, dtype=nl.float32, buffer=nl.shared_hbm)
+
+
 def _exact(a, b):
     np.testing.assert_array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
 
@@ -59,12 +74,8 @@ def _calls_match(kernel, reference, *inputs):
 def softmax_kernel(x):
     """dma in, row max, exp(x - max) with row sums, 1/sum, scale, dma out: one run."""
     P, D = x.shape
-    out = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.shared_hbm)
-    t = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
-    neg_max = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-    sums = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-    e = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
-    inv = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+    out, t, e = _hbm(P, D), _sbuf(P, D), _sbuf(P, D)
+    neg_max, sums, inv = _sbuf(P, 1), _sbuf(P, 1), _sbuf(P, 1)
     nisa.dma_copy(dst=t, src=x)
     nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=t, axis=1, negate=True)
     nisa.activation(dst=e, op=nl.exp, data=t, bias=neg_max, reduce_res=sums,
@@ -121,9 +132,9 @@ def test_default_budget_chains_a_4096_wide_softmax(backend, rng, monkeypatch):
 def shifted_reader(x):
     """dst rows 0..95 of a tile written, then read at partitions 32..127: partition p of the
     reader is the writer's p + 32, written in a later chunk."""
-    out = nl.ndarray((96, 16), dtype=nl.float32, buffer=nl.shared_hbm)
-    t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf)
-    u = nl.ndarray((96, 16), dtype=nl.float32, buffer=nl.sbuf)
+    out = _hbm(96, 16)
+    t = _sbuf(128, 16)
+    u = _sbuf(96, 16)
     nisa.iota(dst=t, pattern=[[1, 16]], channel_multiplier=16)   # not row-wise: ends a run
     nisa.dma_copy(dst=t[0:96, :], src=x)
     nisa.tensor_scalar(dst=u, data=t[32:128, :], op0=nl.multiply, operand0=2.0)
@@ -133,8 +144,7 @@ def shifted_reader(x):
 
 def test_shifted_reader_is_not_chained(backend, rng, small_chunks):
     x = rng.standard_normal((96, 16)).astype(np.float32)
-    kernel = _jit(shifted_reader, backend)
-    assert _chains(kernel, x) == []
+    kernel = _unchained(shifted_reader, backend, x)
 
     def reference(x):
         t = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
@@ -146,9 +156,9 @@ def test_shifted_reader_is_not_chained(backend, rng, small_chunks):
 
 def transpose_between(x):
     """Row-wise steps, a transpose (cross-partition), row-wise steps."""
-    out = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.shared_hbm)
-    a = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.sbuf)
-    b = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.sbuf)
+    out = _hbm(32, 32)
+    a = _sbuf(32, 32)
+    b = _sbuf(32, 32)
     nisa.dma_copy(dst=a, src=x)
     nisa.tensor_scalar(dst=a, data=a, op0=nl.add, operand0=1.0)
     nisa.nc_transpose(dst=b, data=a, engine=nisa.engine.vector)
@@ -172,10 +182,10 @@ def test_no_chain_spans_a_transpose(backend, rng, small_chunks):
 
 def broadcast_between(x):
     """Rows written to HBM, then the last of them read back broadcast to every partition."""
-    out = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.shared_hbm)
-    scratch = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.shared_hbm)
-    t = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.sbuf)
-    u = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.sbuf)
+    out = _hbm(64, 16)
+    scratch = _hbm(64, 16)
+    t = _sbuf(64, 16)
+    u = _sbuf(64, 16)
     nisa.dma_copy(dst=t, src=x)
     nisa.dma_copy(dst=scratch, src=t)
     nisa.dma_copy(dst=u, src=scratch[63:64, :].broadcast(0, 64))
@@ -186,16 +196,14 @@ def broadcast_between(x):
 
 def test_partition_broadcast_is_not_chained(backend, rng, small_chunks):
     x = rng.standard_normal((64, 16)).astype(np.float32)
-    kernel = _jit(broadcast_between, backend)
-    assert _chains(kernel, x) == []
-    _calls_match(kernel, lambda x: x + x[63:64], x)
+    _calls_match(_unchained(broadcast_between, backend, x), lambda x: x + x[63:64], x)
 
 
 def indirect_between(table, idx):
     """Row-wise steps around an indirect gather (which checks its indices as it runs)."""
-    out = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = _hbm(64, 16)
     ids = nl.ndarray((64, 1), dtype=nl.int32, buffer=nl.sbuf)
-    rows = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.sbuf)
+    rows = _sbuf(64, 16)
     nisa.dma_copy(dst=ids, src=idx)
     nisa.memset(dst=rows, value=0.0)
     src = table.ap([[16, 64], [1, 16]], 0, vector_offset=ids, indirect_dim=0)
@@ -238,10 +246,7 @@ def _lane_warnings(kernel, *args):
 def sum_onto_fresh_lanes(x):
     """One lane reader in the run: reduce onto ScalarE registers nothing set (they read 0)."""
     P, D = x.shape
-    t = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
-    y = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
-    s = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
-    out = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t, y, s, out = _sbuf(P, D), _sbuf(P, D), _sbuf(P, 1), _hbm(P, 1)
     nisa.dma_copy(dst=t, src=x)
     nisa.activation(dst=y, op=nl.copy, data=t, reduce_op=nl.add, reduce_res=s,
                     reduce_cmd=nisa.reduce_cmd.reduce)
@@ -263,11 +268,11 @@ def test_one_lane_reader_chains_with_the_same_warnings(backend, rng, small_chunk
 def shifted_lanes(x):
     """Lanes 0-63 reset, then a reduce over data at partitions 32-95: its lane p is the
     reset's lane p + 32, which a later chunk of the reset would set."""
-    t = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
-    y1 = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
-    y2 = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
-    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-    out = nl.ndarray((64, 33), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = _sbuf(128, 32)
+    y1 = _sbuf(128, 32)
+    y2 = _sbuf(128, 32)
+    s = _sbuf(128, 1)
+    out = _hbm(64, 33)
     nisa.dma_copy(dst=t, src=x)
     nisa.iota(dst=s, pattern=[[0, 1]])         # not row-wise: the run starts after it
     nisa.activation(dst=y1[0:64], op=nl.copy, data=t[0:64], reduce_op=nl.add,
