@@ -44,12 +44,13 @@ from nki.sim.helpers.memory import CHUNK_ELEMS
 # instruction (~0.75 us each, measured on the Xeon), and 16-row chunks of a 4096x1024
 # layernorm ran no faster there than 48-row ones.
 CHAIN_BYTES = 1 << 20
-# A chain pays only where the plain order misses L2 a lot: when the run's on-chip tiles
+# A chain can pay only where the plain order misses L2 a lot: when the run's on-chip tiles
 # (SBUF, PSUM) at all partitions exceed FOOTPRINT_L2 times this CPU's L2. Where they fit,
 # every instruction already reads its operands from L2 and the chunks only add calls.
-# Measured on the Xeon (2 MiB L2), chained against plain, timed in turn: softmax (1.5 MiB of
-# tiles) 2-8% slower, layernorm and rmsnorm (2.5 MiB) 4-9% slower, exact GELU and SiLU
-# ([128, 8192] tiles, 8 MiB) 5-7% faster. 2 lies between; Zen 5 (1 MiB L2) is not measured.
+# Measured on the Xeon (2 MiB L2), chained (16-64 rows) against plain, timed in turn:
+# softmax (1.5 MiB of tiles), layernorm and rmsnorm (2.5 MiB) 1-15% slower, exact GELU and
+# SiLU ([128, 8192] tiles, 8 MiB) from 7% faster to 2% slower over three runs (two runs of
+# one program differ by up to 5% there). 2 lies between; Zen 5 (1 MiB L2) is not measured.
 FOOTPRINT_L2 = 2
 L2_FALLBACK = 1 << 20
 
