@@ -6,6 +6,8 @@ are not, and still match numpy. Both backends."""
 from __future__ import annotations
 
 import re
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -295,3 +297,41 @@ def test_shifted_accumulator_lanes_are_not_chained(backend, rng, small_chunks):
     assert_close(s[:, 0], expect, dtype=np.float32)
     _exact(s[:, 1:], x[:64])
     assert len(msgs) == 1 and "partitions 64-95," in msgs[0]
+
+
+# ----- Ctrl-C ------------------------------------------------------------------------------------
+def spin_chained(x):
+    """A runtime loop that never ends, its body one chained run of two instructions."""
+    out, t, u = _hbm(128, 64), _sbuf(128, 64), _sbuf(128, 64)
+    nisa.dma_copy(dst=t, src=x)
+    flag = nisa.register_alloc(1)
+
+    def body(reg):
+        nisa.tensor_scalar(dst=u, data=t, op0=nl.add, operand0=1.0)
+        nisa.tensor_tensor(dst=t, data1=u, data2=t, op=nl.maximum)
+        return reg
+
+    nl.while_loop(flag, body)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_ctrl_c_stops_a_chain_and_the_kernel_runs_again(backend, small_chunks):
+    from test_interrupt import _interrupt_once_running
+
+    x = np.zeros((128, 64), np.float32)
+    kernel = _jit(spin_chained, backend)
+    assert [rows for _, _, rows in _chains(kernel, x)] == [range(2, 4)]   # the body
+    kernel.specialize(x)       # compiled before the clock starts
+    sent: list = []
+    watcher = threading.Thread(target=_interrupt_once_running, args=(sent,), daemon=True)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt) as info:
+        kernel(x)
+    stopped = time.monotonic()
+    watcher.join()
+    assert sent and stopped - sent[0] < 1.0
+    assert "stopped before test_row_chains.py:" in str(info.value)
+    assert re.search(r"nisa\.tensor_(scalar|tensor)\(dst=", str(info.value))
+    y = np.random.default_rng(5).standard_normal((100, 64)).astype(np.float32)
+    _exact(_jit(softmax_kernel, backend)(y), _jit(softmax_kernel, backend, chains=False)(y))
