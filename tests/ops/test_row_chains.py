@@ -106,6 +106,18 @@ def test_softmax_chain_matches_plain_order_and_numpy(backend, rng, small_chunks,
     assert_close(y, _softmax_ref(x), dtype=np.float32)
 
 
+def test_compile_free_tier_chains_with_the_compiled_bits(rng, small_chunks, monkeypatch):
+    x = rng.standard_normal((100, 64)).astype(np.float32) * 4
+    x[3, 5], x[7, :] = np.inf, -np.inf
+    kernel = _jit(softmax_kernel, "numba")
+    assert _chains(kernel, x)
+    outs = []
+    for tier in ("compiled", "python"):
+        monkeypatch.setenv("NKI_TIER", tier)
+        outs.append(kernel(x))
+    _exact(outs[0], outs[1])
+
+
 @pytest.mark.parametrize("rows", [200, 64])   # a full and a partial tile; one short tile
 def test_layernorm_chain_matches_plain_order_and_numpy(backend, rng, small_chunks, rows):
     x = rng.standard_normal((rows, 96)).astype(np.float32)
