@@ -2,13 +2,16 @@
 
     python benchmarks/bench_rowfloor.py [--only NAME] [--repeat N] [--profile] [--json PATH]
 
-(default PATH: benchmarks/results/rowfloor.json)
+(default PATH: benchmarks/results/rowfloor-<machine kind>.json, one record per kind)
 
-Three timings per case, 4096x1024 fp32 (bf16 inputs too, against torch fp32 on the same
+Four timings per case, 4096x1024 fp32 (bf16 inputs too, against torch fp32 on the same
 values), one thread, thread CPU time (the machine is shared: wall time counts the other
-jobs' slices too), the three called in turn:
+jobs' slices too), the four called in turn:
 
-* ``nki``: the library kernel, simulated (compiled helpers, one call per instruction);
+* ``nki``: the library kernel, simulated (compiled helpers, one call per instruction or,
+  in row chains, per instruction and partition chunk: nki/sim/rowchain.py);
+* ``plain``: the same without row chains (``row_chains=False``: each instruction over all
+  its partitions before the next);
 * ``torch``: torch's CPU kernel;
 * ``floor``: the same instructions with nothing but their memory traffic and their
   results materialised: per 128-row tile, one contiguous numpy/Numba pass per engine
@@ -36,7 +39,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-from _record import wait_compiled, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import (  # noqa: E402  (benchmarks/_record.py)
+    cpu_features,
+    machine_kind,
+    wait_compiled,
+    write_record,
+)
 from numba import njit  # noqa: E402
 
 from nki.sim import transcend as tr  # noqa: E402
@@ -171,6 +179,14 @@ def elementwise_floor(x, out, fn):
     return out
 
 
+def without_chains(call: partial) -> partial:
+    """The same kernel call with row chains off."""
+    import nki
+
+    kernel = call.func
+    return partial(nki.jit(kernel.fn, **{**kernel.options, "row_chains": False}), *call.args)
+
+
 def cases(only: str):
     """(name, nki call as a ``partial`` of the kernel, torch callable, floor callable or
     None)."""
@@ -239,20 +255,24 @@ def _backward_cases(only: str, x, g, b):
             yield label, nki_fn, torch_fn, None
 
 
-def _best_of_three(nki_fn, torch_fn, floor_fn, repeat: int) -> tuple[float, float, float]:
-    """Best thread CPU times of the three, called in turn ``repeat`` times (the floor's
-    time is inf when there is none), after one untimed call each."""
-    fns = [nki_fn, torch_fn] + ([floor_fn] if floor_fn is not None else [])
+def _best_of(fns: list, repeat: int) -> list[float]:
+    """Best thread CPU time of each of ``fns`` (None: inf), called in turn ``repeat`` times,
+    after one untimed call each. Each round starts one function later: whichever runs first
+    after the previous round was measured 5% slower (two runs of one program, in turn)."""
     wait_compiled()
     for fn in fns:
-        fn()
-    best = [float("inf")] * 3
-    for _ in range(repeat):
-        for k, fn in enumerate(fns):
-            t0 = time.thread_time()
+        if fn is not None:
             fn()
-            best[k] = min(best[k], time.thread_time() - t0)
-    return best[0], best[1], best[2]
+    best = [float("inf")] * len(fns)
+    for r in range(repeat):
+        for j in range(len(fns)):
+            k = (j + r) % len(fns)
+            fn = fns[k]
+            if fn is not None:
+                t0 = time.thread_time()
+                fn()
+                best[k] = min(best[k], time.thread_time() - t0)
+    return best
 
 
 def profile_top(call: partial, repeat: int, top: int = 8) -> list[dict]:
@@ -272,19 +292,19 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=11)
     ap.add_argument("--profile", action="store_true",
                     help="also record each fp32 kernel's slowest instructions")
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "rowfloor.json"))
+    ap.add_argument("--json", default=None, help="default: results/rowfloor-<kind>.json")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
     rows = []
-    print(f"{'case':28s} {'nki ms':>8s} {'torch ms':>9s} {'floor ms':>9s} {'nki/torch':>9s} "
-          f"{'floor/torch':>11s} {'nki/floor':>9s}")
+    print(f"{'case':28s} {'nki ms':>8s} {'plain ms':>8s} {'torch ms':>9s} {'floor ms':>9s} "
+          f"{'nki/torch':>9s} {'floor/torch':>11s} {'nki/floor':>9s}")
     for name, nki_fn, torch_fn, floor_fn in cases(args.only):
-        t_nki, t_torch, t_floor = _best_of_three(nki_fn, torch_fn, floor_fn, args.repeat)
-        row = {"case": name, "nki_ms": t_nki * 1e3, "torch_ms": t_torch * 1e3,
-               "ratio": t_nki / t_torch}
+        t_nki, t_plain, t_torch, t_floor = _best_of(
+            [nki_fn, without_chains(nki_fn), torch_fn, floor_fn], args.repeat)
+        row = {"case": name, "nki_ms": t_nki * 1e3, "plain_ms": t_plain * 1e3,
+               "torch_ms": t_torch * 1e3, "ratio": t_nki / t_torch}
         cols = [f"{'-':>9s}", f"{'-':>11s}", f"{'-':>9s}"]
         if floor_fn is not None:
             row.update(floor_ms=t_floor * 1e3, floor_ratio=t_floor / t_torch,
@@ -294,9 +314,11 @@ def main() -> int:
         if args.profile and "fp32" in name:
             row["profile"] = profile_top(nki_fn, args.repeat)
         rows.append(row)
-        print(f"{name:28s} {t_nki * 1e3:8.2f} {t_torch * 1e3:9.2f} {cols[0]} "
-              f"{t_nki / t_torch:9.2f} {cols[1]} {cols[2]}", flush=True)
-    write_record(args.json, torch=torch.__version__, threads=1, clock="thread_time",
+        print(f"{name:28s} {t_nki * 1e3:8.2f} {t_plain * 1e3:8.2f} {t_torch * 1e3:9.2f} "
+              f"{cols[0]} {t_nki / t_torch:9.2f} {cols[1]} {cols[2]}", flush=True)
+    path = args.json or os.path.join(os.path.dirname(__file__), "results",
+                                     f"rowfloor-{machine_kind(cpu_features())}.json")
+    write_record(path, torch=torch.__version__, threads=1, clock="thread_time",
                  repeat=args.repeat, rows=rows)
     return 0
 

@@ -18,6 +18,7 @@
 | ``NEURON_SIM_DEVICE_COUNT`` | how many simulated ``neuron`` devices torch sees | 8 |
 | ``CC`` | C compiler (flags allowed) for the MX x4 dtypes and the bf16 unit's GEMM | ``gcc`` |
 | ``NKI_TIER`` | ``auto`` (plain Python while helpers compile), ``compiled``, ``python`` | auto |
+| ``NKI_ROW_CHAINS`` | 0: no row chains (``nki/sim/rowchain.py``; the same bits either way) | 1 |
 | ``NKI_BF16_UNIT`` | 0: bf16/fp8 matmuls never use the CPU's bf16 dot unit (fp32 sgemm) | 1 |
 
 Every field can also be overridden per kernel by the keyword of the same name on ``nki.jit``.
@@ -62,6 +63,7 @@ class Settings:
     check_uninit: bool = False
     check_races: bool = False
     loop_budget: int = 0
+    row_chains: bool = True
 
     def with_overrides(self, **kw) -> Settings:
         known = {f.name for f in fields(self)}
@@ -90,6 +92,7 @@ def from_environment() -> Settings:
         check_uninit=_flag("NKI_CHECK_UNINIT", False),
         check_races=_flag("NKI_CHECK_RACES", False),
         loop_budget=_count("NKI_LOOP_BUDGET"),
+        row_chains=_flag("NKI_ROW_CHAINS", True),
     )
 
 

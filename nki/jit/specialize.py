@@ -261,7 +261,8 @@ def _finish_core(traced, target, settings, private_base: int,
                       for _, acc in s.writes} & set(in_ids))
     final = run_passes(program, target, settings, private_base, compile_config)
     final = replace(final, meta=final.meta + (("traced_instrs", count_instrs(program.body)),
-                                              ("loop_budget", settings.loop_budget)))
+                                              ("loop_budget", settings.loop_budget),
+                                              ("row_chains", settings.row_chains)))
     covered = frozenset(t for t in out_ids if trace.fully_written(t))
     return CoreProgram(final, dict(trace.constants), in_ids, out_ids, written, covered,
                        tuple(trace.files_read))

@@ -30,9 +30,16 @@ from nki.ir.types import Memory
 from nki.sim.emit import EMITTERS, load_all
 from nki.sim.emit.control import register_file_source
 from nki.sim.emit.matmul import fold_k_loop
-from nki.sim.helpers.registry import helper_id, helper_id_by_name, helper_name
+from nki.sim.helpers.registry import (
+    WINDOW_SLOT,
+    helper_id,
+    helper_id_by_name,
+    helper_name,
+    is_row_wise,
+)
 from nki.sim.layout import NF, NSLOTS, ROW, PhysOperand, RowWriter
 from nki.sim.record import SKIPPED_RUNS, loop_slots
+from nki.sim.rowchain import chain_rows
 
 # L[STOP_SLOT] is the stop word: another thread (nki/sim/runtime.py, on Ctrl-C) sets it while
 # the program runs, and the program checks it before every instruction, so it stops within one
@@ -107,6 +114,9 @@ class _Emitter:
         # iterations one run of a runtime loop may take before it faults (0: no budget)
         self.loop_budget = int(dict(program.meta).get("loop_budget", 0))
         self.queued: list[int] = []   # plain rows not emitted yet (see ``flush``)
+        self.queued_instrs: list[tuple[Instr, bool]] = []   # theirs: (instr, row-wise helper)
+        self.row_chains = bool(dict(program.meta).get("row_chains", True))
+        self.trips: dict[int, int] = {}   # enclosing loop slots: largest trip count
         self.hbm_slots: list[tuple[int, int, int, int]] = []
 
     def instr(self, ins: Instr, indent: str) -> None:
@@ -134,6 +144,7 @@ class _Emitter:
             self.notes[k] = f"valid indices are [{ins.attr('idx_lo')}, {ins.attr('idx_hi')}]"
         if not pre and not guard:
             self.queued.append(k)
+            self.queued_instrs.append((ins, is_row_wise(hid)))
             return
         self.flush(indent)
         self.lines.extend(pre)
@@ -156,14 +167,59 @@ class _Emitter:
         (each row names its helper, so one call site serves them all): Numba's compile time
         grows faster than linearly with call sites (measured: 100 lines 3 s, 400 lines
         17 s), so a program costs per straight-line run, not per instruction. Each row's
-        origin stays as a comment above the loop."""
+        origin stays as a comment above the loop. Stretches of the run that may run as row
+        chains (``nki/sim/rowchain.py``) run their row loop once per partition chunk."""
         rows, self.queued = self.queued, []
+        instrs, self.queued_instrs = self.queued_instrs, []
         if len(rows) == 1:
             self.call_row(str(rows[0]), indent, f"  # {self.origins[rows[0]]}")
-        elif rows:
-            self.lines.extend(f"{indent}# {k}: {self.origins[k]}" for k in rows)
-            self.lines.append(f"{indent}for k in range({rows[0]}, {rows[-1] + 1}):")
-            self.call_row("k", indent + "    ")
+            return
+        if not rows:
+            return
+        self.lines.extend(f"{indent}# {k}: {self.origins[k]}" for k in rows)
+        for a, b, chunk in self.stretches(instrs):
+            if chunk:
+                self.chain(rows[a], rows[b - 1], instrs[a][0], chunk, indent)
+            elif b - a == 1:
+                self.call_row(str(rows[a]), indent)
+            else:
+                self.lines.append(f"{indent}for k in range({rows[a]}, {rows[b - 1] + 1}):")
+                self.call_row("k", indent + "    ")
+
+    def stretches(self, instrs: list[tuple[Instr, bool]]) -> list[tuple[int, int, int]]:
+        """The run cut into (start, end, chunk rows) stretches: each stretch of row-wise
+        rows a row chain of ``chunk`` partitions at a time where legal, the rest 0 (plain);
+        without row chains, the whole run plain."""
+        if not self.row_chains:
+            return [(0, len(instrs), 0)]
+        out: list[tuple[int, int, int]] = []
+        a = 0
+        while a < len(instrs):
+            b = a + 1
+            while b < len(instrs) and instrs[b][1] == instrs[a][1]:
+                b += 1
+            chunk = chain_rows([i for i, _ in instrs[a:b]], [rw for _, rw in instrs[a:b]],
+                               self.trips)
+            if out and not chunk and not out[-1][2]:
+                out[-1] = (out[-1][0], b, 0)    # plain next to plain: one loop
+            else:
+                out.append((a, b, chunk))
+            a = b
+        return out
+
+    def chain(self, first_row: int, last_row: int, first: Instr, chunk: int,
+              indent: str) -> None:
+        """Rows ``first_row .. last_row`` once per chunk of ``chunk`` partitions: the chunk
+        window in ``L[WINDOW_SLOT]`` (rows) and ``L[WINDOW_SLOT + 1]`` (first partition)
+        makes each row-wise helper run only those partitions; cleared after the run."""
+        parts = next(a.dims[0][1] for _, a, _ in first.accesses())
+        self.lines.append(f"{indent}L[{WINDOW_SLOT}] = {chunk}  # row chain: {chunk} "
+                          "partitions at a time")
+        self.lines.append(f"{indent}for pc in range(0, {parts}, {chunk}):")
+        self.lines.append(f"{indent}    L[{WINDOW_SLOT + 1}] = pc")
+        self.lines.append(f"{indent}    for k in range({first_row}, {last_row + 1}):")
+        self.call_row("k", indent + "        ")
+        self.lines.append(f"{indent}L[{WINDOW_SLOT}] = 0")
 
     def _dynamic(self, ins: Instr, k: int, indent: str) -> tuple[Instr, list[str], str]:
         """Registers that move operands: load each into a free loop slot of ``L`` (the
@@ -244,6 +300,15 @@ class _Emitter:
         self.lines.append(f"{indent}    L[13] = {n}; L[14] = c{n} - 1; "
                           f"L[15] = {FAULT_LOOP_BUDGET}; return 0")
 
+    def enter_loop(self, s: Loop) -> None:
+        """Take the loop's slot; note its largest trip count (the row chains' bounds on
+        offsets that move with it), unknown when it depends on what is not known."""
+        self.depth += 1
+        try:
+            self.trips[s.slot] = int(s.trip.bounds(self.trips)[1])
+        except KeyError:
+            self.trips.pop(s.slot, None)
+
     def body(self, stmts, indent: str) -> None:
         for s in stmts:
             if isinstance(s, Instr):
@@ -259,9 +324,10 @@ class _Emitter:
                 self.lines.append(f"{indent}for i{s.slot} in range({s.trip}):"
                                   f"  # {where}{s.kind.value}")
                 self.lines.append(f"{indent}    L[{s.slot}] = i{s.slot}")
-                self.depth += 1
+                self.enter_loop(s)
                 self.body(s.body, indent + "    ")
                 self.depth -= 1
+                self.trips.pop(s.slot, None)
             elif isinstance(s, (DynFor, DynWhile)):
                 self.dyn_loop(s, indent)
             else:

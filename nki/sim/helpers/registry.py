@@ -19,6 +19,11 @@ from numba import types
 from nki.sim.layout import NF, ROW
 
 NLOOPVARS = 16  # L: loop slots, then scratch for dynamic registers
+# The chunk window of a row chain (nki/sim/rowchain.py): while generated code runs a run of
+# row-wise instructions one partition chunk at a time, L[WINDOW_SLOT] holds the chunk's
+# partition count and L[WINDOW_SLOT + 1] its first partition (0 rows: no window). Slots 8-10
+# of L are no loop's: loop slots are 0..7, slots 11-15 the stop word and the fault record.
+WINDOW_SLOT = 8
 
 _IMPLS: list[Callable] = []
 _NAMES: list[str] = []
@@ -37,7 +42,9 @@ def helper(fn: Callable | None = None, *, row_wise: bool = False):
     """Register a compiled helper; returns it unchanged. Its id is ``helper_id(fn)``.
 
     ``row_wise=True`` declares that each partition's results depend only on that partition's
-    inputs; such helpers run a few partitions at a time (see ``memory.chunk_rows``)."""
+    inputs; such helpers run a few partitions at a time (see ``memory.chunk_rows``), and
+    never fault (status 0 always): a row chain (nki/sim/rowchain.py) runs later
+    instructions on a chunk before earlier ones have run on the next chunks."""
     if fn is None:
         return lambda f: helper(f, row_wise=row_wise)
     name = fn.__name__ if hasattr(fn, "__name__") else fn.py_func.__name__
@@ -60,6 +67,11 @@ def helper_id_by_name(name: str) -> int:
 
 def helper_name(hid: int) -> str:
     return _NAMES[hid]
+
+
+def is_row_wise(hid: int) -> bool:
+    """Whether helper ``hid`` was registered ``row_wise=True``."""
+    return _ROW_WISE[hid]
 
 
 def python_impls() -> list[Callable]:
@@ -94,16 +106,25 @@ def _chunked_py(impl: Callable, pure: bool = False) -> Callable:
 
 
 _PLAIN_ENTRY = "    return impl(H, S, PS, irow, frow, L)"
-# one call site of impl (the entry inlines it): rows == 0 runs it once on the whole row
-_ROW_WISE_ENTRY = """    P, rows = chunk_rows(irow)
+# one call site of impl (the entry inlines it): rows == 0 runs it once on the whole row. A
+# row chain's chunk window (WINDOW_SLOT) narrows the partitions run to p0 .. end, still in
+# chunks of ``rows``; a window past P runs nothing.
+_ROW_WISE_ENTRY = f"""    P, rows = chunk_rows(irow)
+    p0, end = 0, P
+    if L[{WINDOW_SLOT}] > 0 and P > 0:
+        p0 = min(L[{WINDOW_SLOT + 1}], P)
+        end = min(p0 + L[{WINDOW_SLOT}], P)
+        if end <= p0:
+            return 0
+        if rows == 0:
+            rows = end - p0
     sub = irow.copy()
-    p0 = 0
     while True:
         if rows > 0:
-            set_chunk(irow, sub, p0, min(rows, P - p0))
+            set_chunk(irow, sub, p0, min(rows, end - p0))
         status = impl(H, S, PS, sub, frow, L)
         p0 += rows
-        if status != 0 or rows == 0 or p0 >= P:
+        if status != 0 or rows == 0 or p0 >= end:
             return status"""
 
 
