@@ -114,6 +114,13 @@ def machine_kind(features: list[str]) -> str:
     return "other"
 
 
+def default_json(name: str) -> str:
+    """Where a benchmark's record goes by default: ``results/<name>-<machine kind>.json``,
+    so each machine kind keeps its own (README has one table per kind)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                        f"{name}-{machine_kind(cpu_features())}.json")
+
+
 def write_record(path: str, **fields) -> None:
     """Write ``fields`` with the machine facts every record carries to ``path`` (JSON)."""
     features = cpu_features()

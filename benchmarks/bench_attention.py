@@ -8,7 +8,7 @@ process; plus the compile time of a first call.
 The headline (issue requirement): causal forward, B=1, H=2, S=4096, d=128, fp32, simulated
 kernel time ≤ 2x torch fp32 SDPA. bf16 inputs are reported next to torch fp32 and bf16 SDPA.
 Every time is the best of ``--repeat`` runs (the machine is shared; best-of is the least
-noisy estimate of what the code costs). Writes ``benchmarks/results/attention.json``.
+noisy estimate of what the code costs). Writes ``benchmarks/results/attention-<machine kind>.json``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-from _record import best_of, best_of_pair, probe_env, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of, best_of_pair, default_json, probe_env, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def inputs(B, H, S, d, dtype, seed=0):
@@ -119,8 +119,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="skip the S=4096 backward")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-compile", action="store_true", help="skip the compile probes")
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "attention.json"))
+    ap.add_argument("--json", default=default_json("attention"))
     args = ap.parse_args()
     import torch
 

@@ -1,6 +1,8 @@
 """Cost of the machine's checks: trace+passes time and run time with checks on vs off.
 
-    python benchmarks/bench_checks.py [--quick] [--json benchmarks/results/checks.json]
+    python benchmarks/bench_checks.py [--quick] [--json PATH]
+
+(default PATH: benchmarks/results/checks-<machine kind>.json)
 
 Kernels: the core matmul (``matmul_lhsT`` at 1024^3 fp32) and flash attention
 (``flash_attention_fwd``, 1024 x 64, causal, fp32). Settings: off (defaults), uninitialised-
@@ -21,7 +23,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from _record import best_of, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of, default_json, write_record  # noqa: E402  (benchmarks/_record.py)
 
 SETTINGS = {"off": {}, "uninit": {"check_uninit": True}, "races": {"check_races": True},
             "all": {"check_uninit": True, "check_races": True}}
@@ -104,8 +106,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "checks.json"))
+    ap.add_argument("--json", default=default_json("checks"))
     args = ap.parse_args()
     record = {"results": []}
     print(f"{'kernel':42s} {'checks':7s} {'specialize':>11s} {'ratio':>6s} {'run':>9s} "

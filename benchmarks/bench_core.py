@@ -1,7 +1,9 @@
 """Core benchmark: each realistic kernel against its torch counterpart on the CPU, one thread
 each, in one process; plus compile times (new kernel, warm cache in a new process).
 
-    python benchmarks/bench_core.py [--quick] [--json benchmarks/results/core.json]
+    python benchmarks/bench_core.py [--quick] [--json PATH]
+
+(default PATH: benchmarks/results/core-<machine kind>.json)
 
 Prints a table of time ratios (simulated kernel / torch fp32) and writes a JSON record.
 """
@@ -18,7 +20,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from _record import best_of_pair, probe_env, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of_pair, default_json, probe_env, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def cases(quick: bool):
@@ -91,8 +93,7 @@ def compile_times() -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller matmul")
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "core.json"))
+    ap.add_argument("--json", default=default_json("core"))
     args = ap.parse_args()
     import torch
 

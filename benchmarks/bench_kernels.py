@@ -3,7 +3,7 @@ one thread each, in one process.
 
     python benchmarks/bench_kernels.py [--quick] [--only NAME] [--json PATH]
 
-(default PATH: benchmarks/results/kernels.json)
+(default PATH: benchmarks/results/kernels-<machine kind>.json)
 
 Prints a table of time ratios (simulated kernel / torch) and writes a JSON record. The nki
 side is the simulated NKI kernel on the CPU (Numba-compiled, one helper call per
@@ -24,7 +24,7 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-from _record import best_of, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of, default_json, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def _backward_only(forward, inputs, grad):
@@ -180,8 +180,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller matmul and linear")
     ap.add_argument("--only", default="", help="run only cases whose name contains this")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "kernels.json"))
+    ap.add_argument("--json", default=default_json("kernels"))
     args = ap.parse_args()
     import torch
 

@@ -22,7 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
-from _record import best_of_pair, cpu_features, write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import best_of_pair, cpu_features, default_json, write_record  # noqa: E402  (benchmarks/_record.py)
 
 
 def paired(fn_a, fn_b, repeat: int, tlabel: str) -> dict:
@@ -92,8 +92,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="1024^3 and S=2048")
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "matmul.json"))
+    ap.add_argument("--json", default=default_json("matmul"))
     args = ap.parse_args()
     import torch
 

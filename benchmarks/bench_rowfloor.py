@@ -40,8 +40,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 from _record import (  # noqa: E402  (benchmarks/_record.py)
-    cpu_features,
-    machine_kind,
+    default_json,
     wait_compiled,
     write_record,
 )
@@ -316,8 +315,7 @@ def main() -> int:
         rows.append(row)
         print(f"{name:28s} {t_nki * 1e3:8.2f} {t_plain * 1e3:8.2f} {t_torch * 1e3:9.2f} "
               f"{cols[0]} {t_nki / t_torch:9.2f} {cols[1]} {cols[2]}", flush=True)
-    path = args.json or os.path.join(os.path.dirname(__file__), "results",
-                                     f"rowfloor-{machine_kind(cpu_features())}.json")
+    path = args.json or default_json("rowfloor")
     write_record(path, torch=torch.__version__, threads=1, clock="thread_time",
                  repeat=args.repeat, rows=rows)
     return 0

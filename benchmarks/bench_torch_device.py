@@ -4,7 +4,7 @@
 
 Ops without a neuron kernel run torch's CPU kernel on zero-copy views (nki/torch/csrc), so the
 difference is pure dispatch overhead. Prints microseconds per op (best of ``--repeat`` runs,
-one thread) and writes a JSON record (default benchmarks/results/torch_device.json).
+one thread) and writes a JSON record (default benchmarks/results/torch_device-<machine kind>.json).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch  # noqa: E402
-from _record import write_record  # noqa: E402  (benchmarks/_record.py)
+from _record import default_json, write_record  # noqa: E402  (benchmarks/_record.py)
 
 import nki.torch  # noqa: E402, F401  (the neuron device)
 
@@ -83,7 +83,7 @@ def cases(device: str) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=21)
-    parser.add_argument("--json", default="benchmarks/results/torch_device.json")
+    parser.add_argument("--json", default=default_json("torch_device"))
     args = parser.parse_args()
     torch.set_num_threads(1)
     cpu, neuron = cases("cpu"), cases("neuron")
