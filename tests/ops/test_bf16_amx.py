@@ -137,3 +137,34 @@ def test_model_matches_the_instruction_bit_for_bit(exp_lo, exp_hi):
         nan = np.isnan(hw)
         np.testing.assert_array_equal(nan, np.isnan(ours))     # NaN payloads not modelled
         np.testing.assert_array_equal(hw.view(np.uint32)[~nan], ours.view(np.uint32)[~nan])
+
+
+# ----- choosing a unit ------------------------------------------------------------------
+@pytest.mark.parametrize("value,enabled,kind", [("", True, "auto"), ("0", False, "auto"),
+                                                ("off", False, "auto"), ("1", True, "auto"),
+                                                ("amx_bf16", True, "amx_bf16"),
+                                                ("AVX512_BF16", True, "avx512_bf16")])
+def test_nki_bf16_unit_reads_off_or_a_unit_name(monkeypatch, value, enabled, kind):
+    from nki import config
+
+    monkeypatch.setenv("NKI_BF16_UNIT", value)
+    assert config.bf16_unit_enabled() is enabled
+    assert config.bf16_unit_kind() == kind
+
+
+def test_selecting_a_unit_the_cpu_lacks_is_refused():
+    with pytest.raises(ValueError, match="not usable here"):
+        bf16.select("sme_bf16")
+
+
+@needs_amx
+def test_a_process_asked_for_avx512_bf16_runs_its_matmuls_there():
+    """NKI_BF16_UNIT picks the unit when nki.sim.bf16 loads (a new process)."""
+    import subprocess
+    import sys
+
+    code = "from nki.sim import bf16; print(bf16.UNIT, bf16.STATUS)"
+    env = {**__import__("os").environ, "NKI_BF16_UNIT": "avx512_bf16"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    assert out[0] == ("avx512_bf16" if "avx512_bf16" in bf16.FOUND else "amx_bf16")
