@@ -6,6 +6,8 @@ kernels themselves make plain. AWS never documented this module.
   runs at least once, as the name says (AWS's ``blockwise_mm`` sets ``cond`` from its
   ``conditions`` input before the block and from the next block's entry at the end of it).
   The body is traced once; it is an ``nl.while_loop`` over a register loaded from ``cond``.
+  A ``break``/``continue``/``return`` out of the block would leave a partial body the machine
+  repeats whole, so the trace raises for it (:mod:`nki.legacy._private.block_exit`).
 * ``core_barrier``, ``sendrecv``: the LNC synchronisation and exchange made public later as
   ``nki.isa.core_barrier`` / ``nki.isa.sendrecv`` (now ``nki.lnc``), with the same keywords.
 * ``float8_e4m3fn_x4``, ``float8_e5m2_x4``: the packed MX dtypes of ``nki.language``.
@@ -16,17 +18,13 @@ Any other name (``cc_div``, ``nc_matmul_sparse``, the prebuilt ``attention_kerne
 
 from __future__ import annotations
 
-import ast
-import dis
-import functools
-import inspect
 import sys
-import textwrap
 
 from nki.ir.nodes import DynWhile, Reg
 from nki.lang import lnc
 from nki.lang.control import register_alloc, register_load
 from nki.lang.tracer import current, user_loc
+from nki.legacy._private.block_exit import ran_to_end
 from nki.legacy.pending import before_write, flush, state, value
 
 _NOT_SIMULATED = ("is AWS-internal and undocumented; its semantics cannot be simulated "
@@ -58,8 +56,8 @@ class do_while:  # noqa: N801 - AWS's name
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         # a break/return/continue also exits with no exception: the body was left early
-        whole = exc_type is None and _ran_to_end(sys._getframe(1), self.code,
-                                                        self.line)
+        whole = exc_type is None and ran_to_end(sys._getframe(1), self.code,
+                                                       self.line)
         try:
             if whole:
                 flush()
@@ -71,68 +69,6 @@ class do_while:  # noqa: N801 - AWS's name
             self.trace.append(DynWhile(Reg(self.again.id), Reg(self.again.id), None,
                                        tuple(self.body), self.loc, "do_while"))
         return False
-
-
-def _ran_to_end(frame, code, with_line: int) -> bool:
-    """Whether the ``with`` block at ``with_line`` of ``code`` is exiting at its end
-    (``frame`` is calling ``__exit__``), not through a ``break``/``continue``/``return``:
-    ``__exit__`` sees no exception either way. CPython compiles each early exit as the
-    statement's own code followed by an inline ``__exit__(None, None, None)`` call, so the
-    instruction just before the call's argument loads is on an exit statement's line.
-    A frame that is not the one entered, or code whose source cannot be read, counts as the
-    end (there is no way to tell)."""
-    if frame.f_code is not code:
-        return True
-    exits = _exit_lines(code, with_line)
-    if not exits:
-        return True
-    line = _line_before_exit_call(code, frame.f_lasti, with_line)
-    return not any(first <= (line or -1) <= last for first, last in exits)
-
-
-# the instructions of an inline ``__exit__(None, None, None)`` call before its CALL
-_EXIT_ARGS = frozenset(("LOAD_CONST", "PRECALL", "SWAP", "CACHE", "PUSH_NULL", "COPY"))
-
-
-def _line_before_exit_call(code, lasti: int, with_line: int) -> int | None:
-    """The source line of the instruction before the exit call at ``lasti``'s arguments."""
-    before = [i for i in dis.get_instructions(code) if i.offset < lasti]
-    while before and before[-1].opname in _EXIT_ARGS and \
-            before[-1].positions.lineno == with_line:
-        before.pop()
-    return before[-1].positions.lineno if before else None
-
-
-@functools.lru_cache(maxsize=64)
-def _exit_lines(code, with_line: int) -> tuple[tuple[int, int], ...]:
-    """The line spans of the ``break``/``continue``/``return`` statements that would leave
-    the ``with`` block at ``with_line`` of ``code``'s function (not those of loops or
-    functions nested in the block)."""
-    try:
-        lines, first = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return ()
-    ast.increment_lineno(tree, first - 1)
-    block = next((n for n in ast.walk(tree) if isinstance(n, ast.With) and
-                  n.lineno == with_line), None)
-    return () if block is None else tuple(_exits(block.body))
-
-
-def _exits(stmts, in_loop: bool = False):
-    """Spans of the statements in ``stmts`` that leave them (``in_loop``: inside a loop of
-    theirs, where only ``return`` leaves)."""
-    for node in stmts:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        if isinstance(node, ast.Return) or (
-                isinstance(node, (ast.Break, ast.Continue)) and not in_loop):
-            yield node.lineno, node.end_lineno
-        for name, field in ast.iter_fields(node):
-            if isinstance(field, list) and field and isinstance(field[0], ast.AST):
-                loop_body = isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and \
-                    name == "body"
-                yield from _exits(field, in_loop or loop_body)
 
 
 def core_barrier(data, cores, **kwargs) -> None:
