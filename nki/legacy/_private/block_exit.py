@@ -46,7 +46,7 @@ def _left_early(code: types.CodeType, lasti: int, exits, plumbing: frozenset[int
     normal end is not mistaken for an early one; columns tell ``if c: break``'s test from
     its ``break`` (counted from the ``with`` statement's: a legacy kernel's recompiled code
     has the columns of its dedented source, the code of an indented def its file's)."""
-    before = [i for i in dis.get_instructions(code) if i.offset <= lasti]
+    before = [i for i in _instructions(code) if i.offset <= lasti]
     shift = (before[-1].positions.col_offset or 0) - with_col if before else 0
     before = before[:-1]
     while before:
@@ -61,6 +61,11 @@ def _left_early(code: types.CodeType, lasti: int, exits, plumbing: frozenset[int
             return False
         before.pop()
     return False
+
+
+@functools.lru_cache(maxsize=64)
+def _instructions(code: types.CodeType) -> tuple[dis.Instruction, ...]:
+    return tuple(dis.get_instructions(code))
 
 
 @functools.lru_cache(maxsize=64)
