@@ -390,12 +390,17 @@ def dynamic_range(start, stop=None, step: int = 1):
 
 
 def _dynamic_range_iter(call: Call, var: VirtualRegister, lo, hi, step: int):
-    body = call.trace.begin_dyn()
+    """Trace the ``for`` body once (between the two ``next`` calls). A ``break``/``return``
+    closes the generator at the ``yield`` instead: the body is then not whole, and the end
+    of the trace raises for it (an error raised here, in ``close()``, would be lost)."""
+    body = call.trace.begin_dyn((call.loc, call.api))
+    whole = False
     try:
         yield var
+        whole = True
     finally:
-        call.trace.end_dyn(body)
-        call.trace.append(DynFor(Reg(var.id), lo, hi, step, tuple(body), call.loc, call.api))
+        call.trace.end_dyn(body, whole)
+    call.trace.append(DynFor(Reg(var.id), lo, hi, step, tuple(body), call.loc, call.api))
 
 
 def _while_test(reg: VirtualRegister) -> bool:
@@ -417,7 +422,8 @@ def _while_test(reg: VirtualRegister) -> bool:
         return False
     _deprecated("'while reg:'", "nl.while_loop(init, body_fun)")
     check_register_read(trace, reg.id, "'while reg:'", loc)
-    open_.append((reg.id, trace.begin_dyn(), loc))
+    # a break/return out of the loop never tests it again: the body stays open (left)
+    open_.append((reg.id, trace.begin_dyn((loc, "while reg")), loc))
     return True
 
 

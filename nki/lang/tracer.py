@@ -137,6 +137,9 @@ class Trace:
         # re-check them, so a program that read one is never stored on disk
         self.files_read: list[str] = []
         self._runtime_loops = 0                # runtime loop bodies being traced
+        # bodies of runtime loops traced by a generator or a 'with' block (begin_dyn's
+        # site), by id(body): (body, loc, api) until the body is traced whole
+        self._left: dict[int, tuple[list[Stmt], SourceLoc | None, str]] = {}
         self._token: contextvars.Token | None = None
 
     # ----- context -------------------------------------------------------------------------
@@ -146,11 +149,10 @@ class Trace:
 
     def __exit__(self, *exc) -> None:
         _CURRENT.reset(self._token)
-        if exc[0] is None and self.open_while:
-            reg, _, loc = self.open_while[-1]
-            raise fail("err_dynamic_control_flow_not_supported",
-                       f"the truth value of register r{reg} was tested outside a 'while' loop "
-                       "(e.g. 'if reg:'); registers only drive runtime loops", loc)
+        if exc[0] is None:
+            self._check_left_loops()
+        elif self._left:          # an error leaving the kernel keeps its own message
+            self._note_open_loops(exc[1])
         if exc[0] is None and self.pending_prepare is not None:
             api, loc = self.pending_prepare[1:]
             raise fail("nki_invalid_argument", f"{api} is never triggered: each prepare must "
@@ -372,19 +374,58 @@ class Trace:
         """Append a finished statement (a runtime loop node) to the current block."""
         self._stack[-1].append(stmt)
 
-    def begin_dyn(self) -> list[Stmt]:
-        """Start collecting the body of a runtime loop; returns the body list."""
+    def begin_dyn(self, site: tuple[SourceLoc | None, str] | None = None) -> list[Stmt]:
+        """Start collecting the body of a runtime loop; returns the body list. ``site``
+        (the loop's line and API) is given by a loop whose body the kernel's own ``for`` or
+        ``with`` statement traces (a generator, a context manager): a ``break``/``return``
+        can leave that body early, Python then closes the generator (where an error would
+        be lost), so the body counts as left until ``end_dyn(body, whole=True)``, and the
+        end of the trace raises for it (:meth:`_check_left_loops`)."""
         body: list[Stmt] = []
         self._stack.append(body)
         self._runtime_loops += 1
+        if site is not None:
+            self._left[id(body)] = (body, *site)
         return body
 
-    def end_dyn(self, body: list[Stmt]) -> None:
+    def end_dyn(self, body: list[Stmt], whole: bool = True) -> None:
+        """Close the body ``begin_dyn`` opened; ``whole``: it was traced to its end."""
+        if whole:
+            self._left.pop(id(body), None)
         if self._stack[-1] is not body:
             raise fail("err_dynamic_control_flow_not_supported", "a runtime loop's body "
                        "was left while another loop was still open", user_loc())
         self._stack.pop()
         self._runtime_loops -= 1
+
+    def _check_left_loops(self) -> None:
+        """Raise for the first runtime loop whose body was not traced whole: the machine
+        runs the body as traced on every iteration and has no early exit, so the kernel
+        would silently compute something other than its source says."""
+        if not self._left:
+            return
+        _, loc, api = next(iter(self._left.values()))
+        how = "a break or return left it while its body was traced (or the kernel caught " \
+              "an error raised in it)"
+        if api == "while reg":
+            how = "its register was never tested again: the truth value was tested outside " \
+                  "a 'while' loop (e.g. 'if reg:'; registers only drive runtime loops), or " + how
+        detail = (f"the runtime loop {api!r} is not traced whole: {how}; the machine runs the "
+                  "traced body whole on every iteration and cannot stop early, so bound the "
+                  "loop or predicate the work instead")
+        raise fail("err_dynamic_control_flow_not_supported", detail, loc)
+
+    def _note_open_loops(self, exc: BaseException) -> None:
+        """Add a note to an error raised while a runtime loop's body was open: a
+        ``break``/``return`` that leaves ``while reg:`` (or a loop generator the kernel keeps)
+        leaves the body open, so what the kernel traces next lands in it and may fail."""
+        stacked = {id(b) for b in self._stack}
+        open_ = [(loc, api) for key, (_, loc, api) in self._left.items() if key in stacked]
+        if open_ and hasattr(exc, "add_note"):          # Python 3.11+
+            loc, api = open_[-1]
+            exc.add_note(f"note: the body of the runtime loop {api!r} at {loc} was still open "
+                         "when this error was raised (a break or return out of it leaves it "
+                         "open, and what the kernel traces next goes into it)")
 
     def begin_loop(self, kind: LoopKind, loc: SourceLoc | None) -> RecordedLoop:
         rec = RecordedLoop(kind, loc)

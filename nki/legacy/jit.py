@@ -20,7 +20,6 @@ from nki.lang.tracer import active, current, user_loc, validation
 from nki.legacy.early_exit import replay_loop_exits
 from nki.legacy.loops import check_abandoned
 from nki.legacy.pending import state
-from nki.legacy.scalar_loop import check_left_loops
 from nki.legacy.tile import as_legacy
 
 
@@ -85,7 +84,6 @@ def _runner(user_fn, grid: tuple[int, ...]):
         else:
             result = _programs(fn, grid, args, kwargs)
         check_abandoned(state().loops)
-        check_left_loops()
         return _hbm_results(result)
 
     return legacy_kernel

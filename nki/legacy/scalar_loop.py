@@ -29,7 +29,6 @@ from __future__ import annotations
 import builtins
 import sys
 import types
-import weakref
 
 from nki.ir.nodes import DynFor, Reg
 from nki.lang.common import Call
@@ -114,35 +113,16 @@ def _loop(call: Call, lo, hi, step: int):
     _written(trace, var.id)
     st = state(call.api)
     st.user_loops += 1
-    body = trace.begin_dyn()
-    done = False
+    body = trace.begin_dyn((loc, call.api))   # a break/return leaves it: the trace raises
+    whole = False
     try:
         yield var
-        done = True
+        whole = True
         flush()
     finally:
-        trace.end_dyn(body)
+        trace.end_dyn(body, whole)
         st.user_loops -= 1
-        if not done:            # left by break/return (or an error): Python closes us
-            _LEFT.setdefault(trace, loc)
     trace.append(DynFor(Reg(var.id), lo, hi, step, tuple(body), loc, call.api))
-
-
-# a runtime loop its body left early, per trace: Python closes the loop's generator then and
-# any error raised there is lost, so the legacy launch asks at the end of the trace
-_LEFT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def check_left_loops() -> None:
-    """Raise if a ``break``/``return`` left a runtime loop of this trace: the machine runs
-    the body as it was traced, whole, and NKI has no run-time exit from a loop."""
-    trace = current("kernel launch")
-    loc = _LEFT.pop(trace, None)
-    if loc is not None:
-        raise validation("err_dynamic_control_flow_not_supported", "a break or return left "
-                         "the runtime loop 'for ... in range(scalar(...))' while it was "
-                         "traced; its body runs whole on the machine, so it cannot stop "
-                         "early (use a loop bound or a predicate)", loc)
 
 
 # ----- `range` is runtime_range in the modules that use scalar -------------------------------

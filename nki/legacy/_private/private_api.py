@@ -6,6 +6,8 @@ kernels themselves make plain. AWS never documented this module.
   runs at least once, as the name says (AWS's ``blockwise_mm`` sets ``cond`` from its
   ``conditions`` input before the block and from the next block's entry at the end of it).
   The body is traced once; it is an ``nl.while_loop`` over a register loaded from ``cond``.
+  A ``break``/``continue``/``return`` out of the block would leave a partial body the machine
+  repeats whole, so the trace raises for it (:mod:`nki.legacy._private.block_exit`).
 * ``core_barrier``, ``sendrecv``: the LNC synchronisation and exchange made public later as
   ``nki.isa.core_barrier`` / ``nki.isa.sendrecv`` (now ``nki.lnc``), with the same keywords.
 * ``float8_e4m3fn_x4``, ``float8_e5m2_x4``: the packed MX dtypes of ``nki.language``.
@@ -16,10 +18,13 @@ Any other name (``cc_div``, ``nc_matmul_sparse``, the prebuilt ``attention_kerne
 
 from __future__ import annotations
 
+import sys
+
 from nki.ir.nodes import DynWhile, Reg
 from nki.lang import lnc
 from nki.lang.control import register_alloc, register_load
 from nki.lang.tracer import current, user_loc
+from nki.legacy._private.block_exit import ran_to_end
 from nki.legacy.pending import before_write, flush, state, value
 
 _NOT_SIMULATED = ("is AWS-internal and undocumented; its semantics cannot be simulated "
@@ -42,20 +47,25 @@ class do_while:  # noqa: N801 - AWS's name
 
     def __enter__(self) -> None:
         self.trace, self.loc = current("do_while"), user_loc()
+        frame = sys._getframe(1)                   # the kernel's 'with' statement
+        self.code, self.line = frame.f_code, frame.f_lineno
         flush()
         self.again = register_alloc(1)     # the first pass always runs
         state("do_while").user_loops += 1
-        self.body = self.trace.begin_dyn()
+        self.body = self.trace.begin_dyn((self.loc, "do_while"))
 
     def __exit__(self, exc_type, exc, tb) -> bool:
+        # a break/return/continue also exits with no exception: the body was left early
+        whole = exc_type is None and ran_to_end(sys._getframe(1), self.code,
+                                                       self.line)
         try:
-            if exc_type is None:
+            if whole:
                 flush()
                 register_load(self.again, value(self.cond))  # the body's last word: again?
         finally:
-            self.trace.end_dyn(self.body)
+            self.trace.end_dyn(self.body, whole)
             state("do_while").user_loops -= 1
-        if exc_type is None:
+        if whole:
             self.trace.append(DynWhile(Reg(self.again.id), Reg(self.again.id), None,
                                        tuple(self.body), self.loc, "do_while"))
         return False
