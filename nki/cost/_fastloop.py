@@ -17,7 +17,7 @@ DMA = 5
 FAM, WRITE, CONST, PITCH, PARTS, EXTENT, LOSHIFT, ISZ, OWNER, BYBYTES, COEF = range(11)
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _box(ops, o, env):
     off = ops[o, CONST]
     for s in range(NSLOTS):
@@ -34,7 +34,7 @@ def _box(ops, o, env):
     return 0, 1, off * isz, (off + ops[o, EXTENT]) * isz
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _ready(rec, nrec, fam, p0, p1, b0, b1, inst, write, by_bytes):
     best = 0.0
     who = -1
@@ -48,7 +48,7 @@ def _ready(rec, nrec, fam, p0, p1, b0, b1, inst, write, by_bytes):
     return best, who
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _move(rec, fam, dst, src):
     """Record ``src`` to row ``dst``, column by column (a row assignment goes through
     Numba's generic slice copy, several times slower)."""
@@ -56,7 +56,7 @@ def _move(rec, fam, dst, src):
         rec[fam, dst, k] = rec[fam, src, k]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _merge(rec, nrec, fam):
     """In place, no allocation: the oldest half of the reads become one bounding record in
     front, the other records keep their order."""
@@ -93,7 +93,7 @@ def _merge(rec, nrec, fam):
     nrec[fam] = out + 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _add(rec, nrec, fam, p0, p1, b0, b1, inst, write, end, index):
     n = nrec[fam]
     if write:
@@ -127,7 +127,7 @@ def _dma_state(nq):
             np.empty(nq), np.empty(nq, np.int64), np.empty(nq, np.int64))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _fill(dq, head, cnt, floor, pieces, q, ready, dur):
     """Engine q's gaps from ``ready`` on that ``dur`` takes, piece by piece (round-robin
     service, schedule.DmaEngines._fill): writes q's pieces, returns (end, who, count)."""
@@ -159,7 +159,7 @@ def _fill(dq, head, cnt, floor, pieces, q, ready, dur):
     return pieces[q, m - 1, 1], who, m
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _insert(dq, head, cnt, floor, q, ps, pe, index):
     """Insert a busy interval in start order (after equal starts); past KEEP the oldest
     goes and raises the floor."""
@@ -183,13 +183,13 @@ def _insert(dq, head, cnt, floor, q, ps, pe, index):
     head[q], cnt[q] = h, n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _before(fe, fw, x, y):
     """Whether engine x's (end, who, x) sorts before engine y's."""
     return fe[x] < fe[y] or (fe[x] == fe[y] and (fw[x] < fw[y] or (fw[x] == fw[y] and x < y)))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _place(dma, nq, ready, dur, k, index):
     """Put ``k`` packets on the engines that finish them soonest (DmaEngines.place)."""
     dq, head, cnt, floor, pieces, npieces, fe, fw, order = dma
@@ -223,7 +223,7 @@ def _place(dma, nq, ready, dur, k, index):
     return start, fe[last], mask, fw[last]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _operands_ready(ops, lo, nops, env, iters, depth, rec, nrec, boxes, ready, who):
     """The latest of ``ready`` and the times an instruction's operands ``lo..lo+nops`` become
     usable, with the instruction that decided it; each operand's box lands in ``boxes``."""
@@ -240,7 +240,7 @@ def _operands_ready(ops, lo, nops, env, iters, depth, rec, nrec, boxes, ready, w
     return ready, who
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _on_engine(e, s, ready, who, index, prev_matmul, free, pfree, last, ports, ns, fixed,
                dep_ns, ls):
     """Place instruction ``s`` on compute engine ``e`` (in program order, after its shared
@@ -273,7 +273,7 @@ def _on_engine(e, s, ready, who, index, prev_matmul, free, pfree, last, ports, n
     return start, end, pred, dep, prev_matmul
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _loop_step(code, trips, pc, sp, env, iters, st_begin, st_i, st_trip):
     """A loop row of the flattened program: enter a loop (kind 1: its trip count from the
     slot values, skipped when empty) or end an iteration (kind 2: back to the body or out).
@@ -301,7 +301,7 @@ def _loop_step(code, trips, pc, sp, env, iters, st_begin, st_i, st_trip):
     return pc + 1, sp - 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _on_dma(s, ready, who, index, dma, nq, ns, packets, lat, fixed):
     """Place DMA instruction ``s`` on the queues: (start, end, the instruction that delayed
     it, whether a dependency did, the queues it used)."""
@@ -314,21 +314,26 @@ def _on_dma(s, ready, who, index, dma, nq, ns, packets, lat, fixed):
 @njit(cache=True)
 def schedule_loop(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
                   nfam, spills, params, out_s, out_f, out_p, out_d, out_q):
-    depth, nq, nloops, ntensors = params[0], params[1], params[2], params[3]
-    rec = np.zeros((nfam, CAP + 1, 8))
-    nrec = np.zeros(nfam, np.int64)
-    dma = _dma_state(nq)
-    free = np.zeros(6)
-    last = np.full(6, -1, np.int64)
-    pfree = np.zeros(2)
-    iters = np.zeros(nloops, np.int64)
-    env = np.zeros(NSLOTS, np.int64)
-    spill_end = np.zeros(ntensors)
-    spill_idx = np.full(ntensors, -1, np.int64)
-    boxes = np.zeros((64, 5), np.int64)
-    st_begin = np.zeros(64, np.int64)
-    st_i = np.zeros(64, np.int64)
-    st_trip = np.zeros(64, np.int64)
+    """The loop's state allocated, then :func:`_run`: returns the executed instructions."""
+    nq, nloops, ntensors = params[1], params[2], params[3]
+    state = (np.zeros((nfam, CAP + 1, 8)), np.zeros(nfam, np.int64), _dma_state(nq),
+             np.zeros(6), np.full(6, -1, np.int64), np.zeros(2), np.zeros(nloops, np.int64),
+             np.zeros(NSLOTS, np.int64), np.zeros(ntensors), np.full(ntensors, -1, np.int64),
+             np.zeros((64, 5), np.int64), np.zeros(64, np.int64), np.zeros(64, np.int64),
+             np.zeros(64, np.int64))
+    return _run(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
+                spills, params, out_s, out_f, out_p, out_d, out_q, state)
+
+
+@njit(cache=True, _nrt=False)
+def _run(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, op_hi, ports, ops,
+         spills, params, out_s, out_f, out_p, out_d, out_q, state):
+    """The scheduling loop over the flattened program. Compiled without Numba's reference
+    counts, as every function it calls: they allocate nothing, and the atomic count updates
+    on each array argument of each call were ~2/3 of the loop's time."""
+    depth, nq = params[0], params[1]
+    rec, nrec, dma, free, last, pfree, iters, env, spill_end, spill_idx, boxes, st_begin, \
+        st_i, st_trip = state
     sp = 0
     n = 0
     count = 0
@@ -388,7 +393,7 @@ def schedule_loop(code, trips, eng, ns, fixed, lat, ls, dep_ns, packets, op_lo, 
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _spill(s, tensor, ready, who, spill_end, spill_idx, dma, nq, ns, fixed, lat,
            packets, n, out_s, out_f, out_p, out_d, out_q):
     if spill_end[tensor] > ready:
