@@ -120,27 +120,58 @@ QCAP = 2 * (KEEP + 1)   # rows per DMA engine: live intervals slide up, compacte
 @njit(cache=True)
 def _dma_state(nq):
     """Per engine: busy intervals ``(start, end, index)`` in rows ``head..head+n`` of ``dq``
-    (sorted by start; dropping the oldest only moves ``head``), the floor, and scratch for
-    one placement (each engine's pieces, its end and blocker, the engines' order)."""
-    return (np.zeros((nq, QCAP, 3)), np.zeros(nq, np.int64), np.zeros(nq, np.int64),
-            np.zeros(nq), np.zeros((nq, KEEP + 2, 2)), np.zeros(nq, np.int64),
+    (sorted by start; dropping the oldest only moves ``head``), ``ptr[q] = (head, n, run)``
+    where rows ``run..`` lie back to back (each starts by the end of the one before), the
+    floor, and scratch for one placement (each engine's pieces, its end and blocker, the
+    engines' order)."""
+    return (np.zeros((nq, QCAP, 3)), np.zeros((nq, 3), np.int64), np.zeros(nq),
+            np.zeros((nq, KEEP + 2, 2)), np.zeros(nq, np.int64),
             np.empty(nq), np.empty(nq, np.int64), np.empty(nq, np.int64))
 
 
 @njit(cache=True, _nrt=False)
-def _fill(dq, head, cnt, floor, pieces, q, ready, dur):
+def _first_after(dq, ptr, q, t):
+    """The first row of engine q ending after ``t``. The intervals never overlap, so ends
+    rise with starts and the rows ending by ``t`` are a prefix (usually all but a few)."""
+    lo, hi = ptr[q, 0], ptr[q, 0] + ptr[q, 1]
+    if hi == lo or dq[q, hi - 1, 1] <= t:
+        return hi
+    hi -= 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if dq[q, mid, 1] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return hi
+
+
+@njit(cache=True, _nrt=False)
+def _fill(dq, ptr, floor, pieces, q, ready, dur):
     """Engine q's gaps from ``ready`` on that ``dur`` takes, piece by piece (round-robin
     service, schedule.DmaEngines._fill): writes q's pieces, returns (end, who, count)."""
     t = max(ready, floor[q])
     who = -1
     left = dur
     m = 0
-    # the rows ending by t come first (ends rise with starts: the intervals never overlap)
-    # and the loop below would skip them all; few rows end after t, so search from the end
-    lo, hi = head[q], head[q] + cnt[q]
-    while hi > lo and dq[q, hi - 1, 1] > t:
-        hi -= 1
-    for j in range(hi, head[q] + cnt[q]):
+    end = ptr[q, 0] + ptr[q, 1]
+    j0 = _first_after(dq, ptr, q, t)    # the rows before it would all be skipped
+    if j0 < end and j0 >= ptr[q, 2]:
+        # back to back from j0 on: a gap before row j0 at most, then t runs to the last end
+        s = dq[q, j0, 0]
+        if s > t:
+            run = min(s - t, left)
+            pieces[q, 0, 0], pieces[q, 0, 1] = t, t + run
+            m = 1
+            left -= run
+        if m == 0 or left > 0:        # the loop below stops only when a gap served it all
+            t = dq[q, end - 1, 1]
+            k = end - 1          # the row that set t: the first to reach the last end
+            while k > j0 and dq[q, k - 1, 1] == t:
+                k -= 1
+            who = int(dq[q, k, 2])
+        j0 = end
+    for j in range(j0, end):
         s, e = dq[q, j, 0], dq[q, j, 1]
         if e <= t:
             continue
@@ -160,27 +191,37 @@ def _fill(dq, head, cnt, floor, pieces, q, ready, dur):
 
 
 @njit(cache=True, _nrt=False)
-def _insert(dq, head, cnt, floor, q, ps, pe, index):
+def _insert(dq, ptr, floor, q, ps, pe, index):
     """Insert a busy interval in start order (after equal starts); past KEEP the oldest
     goes and raises the floor."""
-    h, n = head[q], cnt[q]
+    h, n, run = ptr[q, 0], ptr[q, 1], ptr[q, 2]
     if h + n >= QCAP:                 # slide the live rows back to the front
         for j in range(n):
             dq[q, j, 0], dq[q, j, 1], dq[q, j, 2] = \
                 dq[q, h + j, 0], dq[q, h + j, 1], dq[q, h + j, 2]
+        run -= h
         h = 0
-    pos = h + n
+    end = h + n
+    pos = end
     while pos > h and dq[q, pos - 1, 0] > ps:
         pos -= 1
-    for m in range(h + n, pos, -1):
+    for m in range(end, pos, -1):
         dq[q, m, 0], dq[q, m, 1], dq[q, m, 2] = dq[q, m - 1, 0], dq[q, m - 1, 1], dq[q, m - 1, 2]
     dq[q, pos, 0], dq[q, pos, 1], dq[q, pos, 2] = ps, pe, index
     n += 1
+    if pos == end:
+        if n == 1 or ps > dq[q, pos - 1, 1]:
+            run = pos
+    else:                             # into a gap (rare): find the back-to-back tail again
+        run = h + n - 1
+        while run > h and dq[q, run, 0] <= dq[q, run - 1, 1]:
+            run -= 1
     if n > KEEP:
         floor[q] = max(floor[q], dq[q, h, 1])
         h += 1
         n -= 1
-    head[q], cnt[q] = h, n
+        run = max(run, h)
+    ptr[q, 0], ptr[q, 1], ptr[q, 2] = h, n, run
 
 
 @njit(cache=True, _nrt=False)
@@ -192,9 +233,9 @@ def _before(fe, fw, x, y):
 @njit(cache=True, _nrt=False)
 def _place(dma, nq, ready, dur, k, index):
     """Put ``k`` packets on the engines that finish them soonest (DmaEngines.place)."""
-    dq, head, cnt, floor, pieces, npieces, fe, fw, order = dma
+    dq, ptr, floor, pieces, npieces, fe, fw, order = dma
     for q in range(nq):
-        fe[q], fw[q], npieces[q] = _fill(dq, head, cnt, floor, pieces, q, ready, dur)
+        fe[q], fw[q], npieces[q] = _fill(dq, ptr, floor, pieces, q, ready, dur)
         order[q] = q
     # the k smallest (end, who, q), lexicographically as Python's sorted() orders tuples;
     # only which k and the k-th matter (each engine's pieces go on that engine alone)
@@ -217,7 +258,7 @@ def _place(dma, nq, ready, dur, k, index):
         # q's pieces from the pass above still hold: placing on other engines leaves q as is
         start = min(start, pieces[q, 0, 0])
         for i in range(npieces[q]):
-            _insert(dq, head, cnt, floor, q, pieces[q, i, 0], pieces[q, i, 1], index)
+            _insert(dq, ptr, floor, q, pieces[q, i, 0], pieces[q, i, 1], index)
         mask |= 1 << q
     last = order[k - 1]
     return start, fe[last], mask, fw[last]
