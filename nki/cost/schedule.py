@@ -319,10 +319,11 @@ class CoreScheduler:
 # From how many executed instructions "auto" takes the compiled loop. The Python loop costs
 # ~11 us an instruction, the compiled one well under 1 us once loaded, and its first call in
 # a process ~0.5 s (Numba's CPU target and cached code; measured on flash attention S=4096,
-# 20 114 instructions: Python 0.22 s, compiled 0.55 s cold, 0.017 s warm). So a process that
-# has not loaded it yet waits for ~50 000 instructions before it does.
+# 20 114 instructions: Python 0.22 s, compiled 0.3-0.55 s cold as the machine's load varies,
+# 0.017 s warm). So a process that has not loaded it yet waits for 30 000 instructions, the
+# low end of the break-even, before it does.
 FAST_THRESHOLD = 20_000
-COLD_FAST_THRESHOLD = 50_000
+COLD_FAST_THRESHOLD = 30_000
 
 
 def _fast_loaded() -> bool:
