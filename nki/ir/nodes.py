@@ -16,7 +16,6 @@ from typing import Any, Union
 
 from nki.errors import SourceLoc
 from nki.ir.affine import Affine
-from nki.ir.fastinit import fast_init
 from nki.ir.ops import Alu, Engine, LoopKind, Opcode
 from nki.ir.types import DType, Memory
 
@@ -81,7 +80,6 @@ class TensorDecl:
 _ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*(:[^=]*)?=[^=]")
 
 
-@fast_init
 @dataclass(frozen=True)
 class Access:
     """A strided window of a tensor, as an instruction operand.
@@ -117,7 +115,6 @@ class Access:
         return replace(self, offset=offset, partition=partition)
 
 
-@fast_init
 @dataclass(frozen=True)
 class Placed:
     """An operand after placement: an affine element offset into one memory space viewed as
@@ -188,7 +185,6 @@ def install_depends_on_rule(rule: Callable[[Instr, tuple, Any], None]) -> None:
     _DEPENDS_ON[:] = [rule]
 
 
-@fast_init
 @dataclass(frozen=True)
 class Instr:
     """One instruction. Operands are named by role; ``attrs`` are the typed static attributes
