@@ -19,6 +19,7 @@ plus ``barrier_ns``, and nothing after it on that core starts before.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 
 from nki.cost.facts import CostFacts
@@ -315,8 +316,20 @@ class CoreScheduler:
         return start, end, (who if dep else blocker), dep, queues
 
 
-# below this many executed instructions the Python loop is quicker than loading Numba
+# From how many executed instructions "auto" takes the compiled loop. The Python loop costs
+# ~11 us an instruction, the compiled one well under 1 us once loaded, and its first call in
+# a process ~0.5 s (Numba's CPU target and cached code; measured on flash attention S=4096,
+# 20 114 instructions: Python 0.22 s, compiled 0.3-0.55 s cold as the machine's load varies,
+# 0.017 s warm). So a process that has not loaded it yet waits for 30 000 instructions, the
+# low end of the break-even, before it does.
 FAST_THRESHOLD = 20_000
+COLD_FAST_THRESHOLD = 30_000
+
+
+def _fast_loaded() -> bool:
+    """Whether this process already has the compiled loop's machine code."""
+    loop = sys.modules.get("nki.cost._fastloop")
+    return loop is not None and bool(loop.schedule_loop.overloads)
 
 
 def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> list[Timeline]:
@@ -332,8 +345,9 @@ def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> 
         raise ValueError("the numba scheduler does not take programs with cross-core sync "
                          "points (barriers, collectives) or per-execution trip counts; use "
                          "backend='python' or 'auto'")
+    threshold = FAST_THRESHOLD if _fast_loaded() else COLD_FAST_THRESHOLD
     if can and (backend == "numba" or (backend == "auto" and sum(
-            fast.count_executions(p) for p in preps) >= FAST_THRESHOLD)):
+            fast.count_executions(p) for p in preps) >= threshold)):
         return [fast.run_fast(p, facts, p.program.core) for p in preps]
     scheds = [CoreScheduler(p, facts, p.program.core) for p in preps]
     gens = [s.run() for s in scheds]

@@ -83,9 +83,32 @@ def _best_run(sigs: list, i: int, where: dict) -> tuple[int, int]:
     return best
 
 
-def fold_once(stmts: list, slot: int, make_loop) -> tuple[list, bool]:
-    """One greedy pass; ``make_loop(blocks, slot)`` unifies blocks or raises."""
-    sigs = [signature(s) for s in stmts]
+class _Codes:
+    """Signatures as small ints, each statement's worked out once per fold: a pass compares
+    and hashes them many times (candidate periods, repeats), and a signature is a deep tuple
+    whose hash is not kept. Equal ints exactly when the signatures are equal."""
+
+    def __init__(self) -> None:
+        self.of_sig: dict[tuple, int] = {}
+        self.of_stmt: dict[int, tuple[object, int]] = {}  # id -> (the statement kept alive, code)
+
+    def __call__(self, stmt) -> int:
+        hit = self.of_stmt.get(id(stmt))
+        if hit is not None and hit[0] is stmt:
+            return hit[1]
+        # a loop by its body's codes: equal exactly when the bodies' signatures are
+        sig = ("l", stmt.slot, tuple([self(s) for s in stmt.body])) \
+            if isinstance(stmt, Loop) else signature(stmt)
+        code = self.of_sig.setdefault(sig, len(self.of_sig))
+        self.of_stmt[id(stmt)] = (stmt, code)
+        return code
+
+
+def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool]:
+    """One greedy pass; ``make_loop(blocks, slot)`` unifies blocks or raises. ``codes``: a
+    :class:`_Codes` kept across the passes over one statement list."""
+    codes = codes or _Codes()
+    sigs = [codes(s) for s in stmts]
     where: dict = {}
     for idx, sig in enumerate(sigs):
         where.setdefault(sig, []).append(idx)
@@ -114,9 +137,9 @@ def fold_plain_loops(stmts: list, slot: int, make_loop) -> list:
     """Fold every periodic run at this nesting level, repeatedly (inner loops first)."""
     if any(isinstance(s, RecordedLoop) for s in stmts):
         return stmts
-    changed = True
+    changed, codes = True, _Codes()
     while changed and len(stmts) > 1:
-        stmts, changed = fold_once(stmts, slot, make_loop)
+        stmts, changed = fold_once(stmts, slot, make_loop, codes)
     return stmts
 
 

@@ -64,7 +64,7 @@ class NkiTensor:
         (128, 256)
     """
 
-    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims", "_ind")
+    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims", "_ind", "_shape")
 
     def __init__(self, decl: TensorDecl, dtype: DType | None = None, part: int = 0,
                  off: int | Affine = 0, dims: Dims | None = None, ind=None):
@@ -74,11 +74,16 @@ class NkiTensor:
         self._off = off          # an Affine when a register moves the view at run time
         self._dims = dims if dims is not None else _compact_dims(decl)
         self._ind = ind          # (index tile, indirect_dim) of a vector_offset view
+        self._shape: tuple[int, ...] | None = None    # of _dims, made when first asked
 
     # ----- NKI attributes ------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(c for _, c in self._dims)
+        # rules ask a few times per operand: made once (a view's dims never change)
+        shape = self._shape
+        if shape is None:
+            shape = self._shape = tuple([c for _, c in self._dims])
+        return shape
 
     @property
     def dtype(self) -> DType:

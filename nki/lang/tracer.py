@@ -27,6 +27,7 @@ from nki.ir.nodes import Access, Instr, RecordedLoop, Stmt, TensorDecl
 from nki.ir.ops import LoopKind, Opcode
 from nki.ir.target import Target
 from nki.ir.types import FLOAT32, DType, Memory
+from nki.lang.byteflags import ByteFlags
 from nki.lang.byteruns import ByteRuns
 
 # dtypes NKI_PRECISE_FP=0 keeps in fp32 storage inside the kernel (AWS: "=0 uses fp32")
@@ -125,6 +126,9 @@ class Trace:
         # how-it-runs keywords of the public call being traced (Instr.hints), set by
         # Trace.hints around the call's rule and stamped on every instruction it emits
         self._hints: tuple[tuple[str, object], ...] = ()
+        # what _stamp adds from _hints, worked out when they change (not per instruction)
+        self._hint_extra: tuple[tuple[str, object], ...] = ()
+        self._hint_name = ""
         self._labels = 0      # the last number next_label gave
         self.meta: dict = {}  # facts about the whole launch for Program.meta (spmd_grid)
         # outputs some write of which is not proven to overwrite its bytes on every run
@@ -333,26 +337,29 @@ class Trace:
             >>> with call.trace.hints(engine=eng, name=name):  # doctest: +SKIP
             ...     return _emit(...)
         """
-        old = self._hints
-        merged = dict(old)
+        old = self._hints, self._hint_extra, self._hint_name
+        merged = dict(self._hints)
         merged.update((k, v) for k, v in hints.items() if v is not None and v != "")
         self._hints = tuple(merged.items())
+        self._hint_extra = tuple((k, v) for k, v in self._hints if k != "name")
+        self._hint_name = merged.get("name", "")
         try:
             yield
         finally:
-            self._hints = old
+            self._hints, self._hint_extra, self._hint_name = old
 
     def _stamp(self, instr: Instr, api: str) -> Instr:
         """``instr`` with the active hints and its public API recorded (a name hint fills
         an empty ``Instr.name``; a rule's own hints win over the block's)."""
-        extra = [(k, v) for k, v in self._hints if k != "name"]
-        if api:
-            extra.append(("api", api))
-        name = instr.name or dict(self._hints).get("name", "")
+        extra = self._hint_extra + (("api", api),) if api else self._hint_extra
+        name = instr.name or self._hint_name
         if not extra and name == instr.name:
             return instr
-        own = dict(instr.hints)
-        hints = tuple((k, v) for k, v in extra if k not in own) + instr.hints
+        if instr.hints:
+            own = {k for k, _ in instr.hints}
+            hints = tuple([kv for kv in extra if kv[0] not in own]) + instr.hints
+        else:
+            hints = extra
         # the constructor, not dataclasses.replace (which re-reads the fields each call)
         return Instr(instr.opcode, instr.writes, instr.reads, instr.attrs, instr.loc, name,
                      hints)
@@ -446,67 +453,6 @@ class Trace:
             self._stack.pop()
         if self._loops and self._loops[-1] is rec:
             self._loops.pop()
-
-
-class ByteFlags:
-    """One flag per byte of a tensor, kept as a single value while they are all equal: most
-    tiles are written whole by their first instruction and never partially, and a fresh
-    ``(P, bytes)`` table per tile (page faults on first touch) was ~60% of the trace of
-    flash attention at S=8192. ``layout`` arguments are ``Trace._layout`` triples; None
-    means the whole tensor."""
-
-    __slots__ = ("shape", "uniform", "table")
-
-    def __init__(self, shape: tuple[int, int]):
-        self.shape = shape
-        self.uniform: bool | None = False   # every flag, while they are all equal
-        self.table: np.ndarray | None = None
-
-    def _view(self, layout) -> np.ndarray:
-        if layout is None:
-            return self.table
-        base, shape, strides = layout
-        flat = self.table.reshape(-1)
-        return np.lib.stride_tricks.as_strided(flat[base:], shape=shape, strides=strides)
-
-    def set(self, layout, value: bool) -> None:
-        value = bool(value)
-        if layout is None or _covers(layout, self.shape[0] * self.shape[1]):
-            self.uniform, self.table = value, None
-            return
-        if self.table is None:
-            if self.uniform is value:
-                return
-            self.table = np.full(self.shape, self.uniform, np.bool_)
-            self.uniform = None
-        self._view(layout)[...] = value
-
-    def state(self, layout) -> str:
-        """``"all"``, ``"some"`` or ``"none"`` of the flags under ``layout`` set."""
-        if self.table is not None:
-            view = self._view(layout)
-            return "all" if view.all() else "some" if view.any() else "none"
-        shape = self.shape if layout is None else layout[1]
-        if self.uniform or 0 in shape:        # no bytes at all: vacuously all (as .all())
-            return "all"
-        return "none"
-
-
-def _covers(layout, nbytes: int) -> bool:
-    """Whether a byte layout is exactly bytes ``[0, nbytes)``, each once: from byte 0, C-
-    contiguous (size-1 dims have no stride that matters). A layout this misses is tracked
-    byte by byte, which is only slower."""
-    base, shape, strides = layout
-    if base != 0:
-        return False
-    expected = 1
-    for extent, stride in zip(reversed(shape), reversed(strides)):
-        if extent == 1:
-            continue
-        if stride != expected:
-            return False
-        expected *= extent
-    return expected == nbytes
 
 
 def _dynamic(acc: Access) -> bool:

@@ -108,3 +108,26 @@ def test_records_never_exceed_the_cap_the_compiled_loop_allocates():
         write = i % 10 != 0
         recs.add(0, (0, 128, 64 * i, 64 * i + 64), 1, write, float(i), i)
         assert len(recs.by_family[0]) <= _Records.CAP
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_compiled_dma_placement_equals_python(seed):
+    """The compiled DMA engines (sliding interval tables, back-to-back tails, cached pieces)
+    place random packets as schedule.DmaEngines does: ready times that jump back and forth
+    (gaps to fill), zero durations, every packet count, far more placements than the
+    engines keep."""
+    from nki.cost._fastloop import _dma_state, _place
+    from nki.cost.schedule import DmaEngines
+    r = np.random.default_rng(seed)
+    nq = 16
+    py, nb = DmaEngines(nq), _dma_state(nq)
+    clock = 0.0
+    for index in range(3000):
+        clock += float(r.choice([0.0, 5.0, 40.0]))
+        ready = max(0.0, clock - float(r.choice([0.0, 0.0, 30.0, 400.0])))
+        dur = float(r.choice([0.0, 3.0, 17.5, 90.0]))
+        k = int(r.choice([1, 2, 5, nq, nq]))
+        start, end, queues, who = py.place(ready, dur, k, index)
+        got = _place(nb, nq, ready, dur, k, index)
+        assert (got[0], got[1], got[3]) == (start, end, who), index
+        assert got[2] == sum(1 << q for q in queues), index

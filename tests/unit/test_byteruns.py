@@ -13,8 +13,8 @@ import nki.isa as nisa
 import nki.language as nl
 from nki.ir.target import get_target
 from nki.jit.specialize import trace_core
+from nki.lang.byteflags import ByteFlags
 from nki.lang.byteruns import ByteRuns
-from nki.lang.tracer import ByteFlags
 
 
 def _random_layout(rng, n: int):
