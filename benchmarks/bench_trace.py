@@ -2,7 +2,7 @@
 
     python benchmarks/bench_trace.py [--samples FILE] [--only NAME] [--json PATH]
 
-(default PATH: benchmarks/results/trace.json)
+(default PATH: benchmarks/results/trace-<machine kind>.json)
 
 Cases: the four matmul kernels of the nki-samples tutorial (tiled, hoist_load,
 block_free_dimension, fully_optimized) at lhsT [8192, 4096] x rhs [8192, 8192] bf16 given as
@@ -154,13 +154,14 @@ def main() -> int:
                     "worktree): each case also runs with it first on PYTHONPATH, and the "
                     "record has both and their ratios")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
-    ap.add_argument("--json", default=os.path.join(os.path.dirname(__file__), "results",
-                                                   "trace.json"))
+    ap.add_argument("--json", default="", help="default: results/trace-<machine kind>.json")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.samples)))
         return 0
-    from _record import probe_env, write_record  # noqa: E402  (benchmarks/_record.py)
+    from _record import default_json, probe_env, write_record  # noqa: E402  (_record.py)
+
+    args.json = args.json or default_json("trace")
 
     names = (list(MATMULS) if args.samples else []) + [FLASH]
     rows = []
