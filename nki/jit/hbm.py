@@ -125,10 +125,14 @@ def returned_arrays(hbm: np.ndarray, core) -> list[np.ndarray]:
 # (softmax 4096x1024: 21 ms -> 18 ms). Outputs are views of their call's arena, so one is
 # reused only when no view of it is alive (its reference count is back to the pool's own).
 # Stale bytes are never observable: inputs are copied in, outputs filled, and reads of
-# unwritten internal tensors were rejected while tracing.
+# unwritten internal tensors were rejected while tracing. Arenas above _POOL_MAX_BYTES are
+# not kept: their page faults are a small share of a call that big, and a process running many
+# differently shaped calls (nki-library's suite: one process per file) would otherwise hold
+# two multi-GB arenas it never reuses after each large test.
 _POOL: list[np.ndarray] = []
 _POOL_LOCK = threading.Lock()
 _POOL_MIN_BYTES = 1 << 20   # smaller ones come from malloc's free lists anyway
+_POOL_MAX_BYTES = 64 << 20
 _POOL_SIZE = 2
 
 
@@ -151,7 +155,8 @@ def take_arena(nbytes: int) -> np.ndarray:
 
 
 def keep_arena(hbm: np.ndarray) -> None:
-    if hbm.size >= _POOL_MIN_BYTES:
+    """Offer a finished call's arena to the next call (only a mid-sized one: see _POOL)."""
+    if _POOL_MIN_BYTES <= hbm.size <= _POOL_MAX_BYTES:
         with _POOL_LOCK:
             _POOL.append(hbm.base)
             del _POOL[:-_POOL_SIZE]   # the oldest go

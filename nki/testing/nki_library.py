@@ -24,11 +24,19 @@ for the run, and nothing else; each item is the one allowed exception to "no mon
    the ranks. Those tests run on ``nki.multi_rank_simulate`` with each rank's inputs, and
    each rank's outputs are dumped to ``infer_result/output_worker_{r}/``, where the suite's
    ``OutputValidator`` looks for them. Single-rank tests keep the suite's own code path.
+4. After a failed test, pytest's record of the failure (``sys.last_value`` and friends, kept
+   for post-mortem debugging) is dropped and the cyclic garbage collector run: the
+   traceback holds the failed test's frames, and with them its inputs, golden and outputs
+   (GiBs in output_proj_cte); frames that hold their own exception are a reference cycle
+   that the collector, counting objects rather than bytes, may not reach for many tests. So
+   under the suite's per-process memory limit the tests after a large failure failed with
+   MemoryError.
 """
 
 from __future__ import annotations
 
 import enum
+import gc
 import importlib.abc
 import importlib.util
 import json
@@ -143,6 +151,20 @@ def pytest_configure(config):
     if orchestrator is not None and not getattr(orchestrator.Orchestrator,
                                                 "_nki_multi_rank_routed", False):
         _route_multi_rank(orchestrator)
+
+
+_LAST_FAILURE = ("last_type", "last_value", "last_traceback", "last_exc")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    """Item 4 of the module docstring: release a failed test's frames (and arrays)."""
+    if not hasattr(sys, "last_value"):
+        return                       # the test passed: nothing held, no collection to pay
+    for name in _LAST_FAILURE:
+        if hasattr(sys, name):
+            delattr(sys, name)
+    gc.collect()
 
 
 def _route_multi_rank(harness: ModuleType) -> None:

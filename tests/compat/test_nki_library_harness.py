@@ -24,6 +24,8 @@ import nki.isa as nisa
 import nki.language as nl
 from nki.isa.constants import oob_mode
 
+pytest_plugins = ["pytester"]
+
 SIM_MODULES = ["builtin", "compiler", "isa", "isa.constants", "language", "language.dtypes",
                "tensor", "typing"]
 ALIASES = {"nki": "", "nki.language": "language", "nki.isa": "isa",
@@ -129,3 +131,42 @@ def test_nki_nc_version_wins_over_the_compiler_override(monkeypatch):
     assert from_environment().target == "gen2"
     monkeypatch.delenv("NKI_NC_VERSION")
     assert from_environment().target == "trn3"
+
+
+# The suite runs each file's hundreds of tests in one process under a memory limit; pytest
+# keeps the last failure's traceback (sys.last_traceback, for post-mortem debugging), and with
+# it the failed test's frames and arrays; a frame holding its own exception (the suite's
+# negative-test checks do) is a reference cycle, left to a collector that counts objects, not
+# bytes: one large failure made the next tests fail with MemoryError (output_proj_cte). The
+# plugin drops that record and collects after a failed test. Automatic collection is off in
+# the run below, as it (in effect) was across those tests.
+ONE_FAILURE_THEN_A_CHECK = """
+import gc
+import weakref
+
+import numpy as np
+
+gc.disable()
+held = []
+
+
+def test_a_failure_holding_a_large_array():
+    golden = np.ones(1 << 20)
+    held.append(weakref.ref(golden))
+    try:
+        raise ValueError("output mismatch")
+    except ValueError as e:
+        caught = e          # this frame now holds its own exception: a reference cycle
+    assert caught is None
+
+
+def test_the_next_test_finds_it_freed():
+    assert held[0]() is None
+"""
+
+
+@pytest.mark.parametrize("plugin, passed", [(["-p", "nki.testing.nki_library"], 1), ([], 0)])
+def test_a_failed_tests_arrays_are_freed_before_the_next_test(pytester, plugin, passed):
+    pytester.makepyfile(test_sequence=ONE_FAILURE_THEN_A_CHECK)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *plugin)
+    result.assert_outcomes(failed=2 - passed, passed=passed)

@@ -226,3 +226,35 @@ def test_dge_mode_none_on_a_gathered_transpose_is_an_error(backend):
     table = np.arange(32, dtype=np.uint32).reshape(32, 1)
     with pytest.raises(nki.errors.NkiValidationError, match="nki_invalid_argument.*swdge"):
         nki.jit(none_mode_gather_transpose, backend=backend)(cache, table)
+
+
+def tiled_copy(x):
+    """A whole-tensor copy through SBUF, 128 rows at a time (the shape of any big test)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in range(0, x.shape[0], 128):
+        t = nl.ndarray((128, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[r:r + 128, :])
+        nisa.dma_copy(dst=out[r:r + 128, :], src=t)
+    return out
+
+
+@pytest.mark.parametrize("mib, kept", [(1, True), (8, False)])
+def test_a_large_call_leaves_no_arena_behind(backend, monkeypatch, mib, kept):
+    """The suite runs hundreds of differently shaped tests in one process: an arena bigger
+    than the pool's cap (lowered here to 4 MiB to stay small) is freed with its last output
+    instead of being kept for a next call of the same size that never comes (output_proj_cte
+    failed with MemoryError on a few hundred MiB after its multi-GB tests); a mid-sized
+    arena is still kept for reuse."""
+    import gc
+    import weakref
+
+    from nki.jit import hbm
+    monkeypatch.setattr(hbm, "_POOL_MAX_BYTES", 4 << 20)
+    monkeypatch.setattr(hbm, "_POOL", [])
+    x = np.random.default_rng(mib).standard_normal((mib * 2048, 128)).astype(np.float32)
+    out = nki.jit(tiled_copy, backend=backend)(x)
+    np.testing.assert_array_equal(out, x)
+    arena = weakref.ref(out.base)
+    del out
+    gc.collect()
+    assert (arena() is not None) == kept
