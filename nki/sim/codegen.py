@@ -29,7 +29,7 @@ from nki.ir.printer import format_instr_short
 from nki.ir.types import Memory
 from nki.sim.emit import EMITTERS, load_all
 from nki.sim.emit.control import register_file_source
-from nki.sim.emit.matmul import fold_k_loop
+from nki.sim.emit.matmul import fold_k_chain, fold_k_loop
 from nki.sim.helpers.registry import (
     WINDOW_SLOT,
     helper_id,
@@ -310,7 +310,15 @@ class _Emitter:
             self.trips.pop(s.slot, None)
 
     def body(self, stmts, indent: str) -> None:
-        for s in stmts:
+        stmts, i = list(stmts), 0
+        while i < len(stmts):
+            s, after = stmts[i], stmts[i + 1] if i + 1 < len(stmts) else None
+            i += 1
+            chain = fold_k_chain(s, after) if isinstance(after, Loop) else None
+            if chain is not None:     # a K chain and its first matmul: one row (emit/matmul)
+                self.instr(chain, indent)
+                i += 1
+                continue
             if isinstance(s, Instr):
                 self.instr(s, indent)
                 continue

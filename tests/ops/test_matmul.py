@@ -544,9 +544,8 @@ def _k_loop_kernel(breaker: bool):
             nisa.dma_copy(dst=t, src=src.ap([[rs, 128], [128 * rs, KT], [cs, F]]))
         junk = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.sbuf)
         ps = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=ps, stationary=a[:, 0, :], moving=b[:, 0, :], accumulate=False)
-        for kt in range(1, KT):
-            nisa.nc_matmul(dst=ps, stationary=a[:, kt, :], moving=b[:, kt, :], accumulate=True)
+        for kt in range(KT):      # the library's idiom: the first one stores
+            nisa.nc_matmul(dst=ps, stationary=a[:, kt, :], moving=b[:, kt, :], accumulate=kt > 0)
             if breaker:
                 nisa.memset(dst=junk, value=float(kt))
         _store_psum(ps, out)
@@ -563,7 +562,9 @@ def test_a_k_loop_folded_into_one_row_gives_the_instructions_bits(rng, dtype):
     np.testing.assert_array_equal(folded.view(np.uint32), one_by_one.view(np.uint32))
     s64, m64 = st.astype(np.float64), mv.astype(np.float64)
     assert np.all(np.abs(folded - s64.T @ m64) <= _fp32_bound(s64, m64, 1024))
-    # the folded program has one matmul row standing for the 7 accumulating instructions
-    gen = nki.jit(_k_loop_kernel(False)).specialize(st, mv).cores[0].generated
-    trips = [int(r[9]) for r, h in zip(gen.int_table, gen.helpers) if h == "nc_matmul"]
-    assert sorted(trips) == [0, 7]
+    # the folded program has one matmul row standing for all 8 instructions (the first, which
+    # stores, and the 7 accumulating ones); with the breaker, 8 rows, none folded
+    for breaker, expect in ((False, [8]), (True, [0] * 8)):
+        gen = nki.jit(_k_loop_kernel(breaker)).specialize(st, mv).cores[0].generated
+        trips = [int(r[9]) for r, h in zip(gen.int_table, gen.helpers) if h == "nc_matmul"]
+        assert sorted(trips) == expect

@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from nki.ir.affine import Affine
 from nki.ir.nodes import Instr, Loop, Placed
 from nki.ir.ops import Opcode
 from nki.sim.blas import (
@@ -194,7 +195,7 @@ def _segments(H, S, PS, irow, base, L, slot, trip, rows, cols):
 
 
 @njit(cache=True, nogil=True)
-def _folded_on_unit(H, S, PS, irow, L, K, M, N, slot, trip):
+def _folded_on_unit(H, S, PS, irow, L, K, M, N, slot, trip, acc):
     """A folded K loop as one ``nki_bgemm`` of ``trip`` segments (loop slot ``slot`` = the
     segment), for bf16/fp8 operands and an fp32 PSUM tile in place; False (nothing written)
     otherwise or when the guard declines."""
@@ -206,7 +207,7 @@ def _folded_on_unit(H, S, PS, irow, L, K, M, N, slot, trip):
     st, st_off, ldst, st_step = _segments(H, S, PS, irow, OP1, L, slot, trip, K, M)
     mv, mv_off, ldmv, mv_step = _segments(H, S, PS, irow, OP2, L, slot, trip, K, N)
     return bgemm_rows(c, c_off, ldc, st, st_off, ldst, st_step, mv, mv_off, ldmv, mv_step,
-                      M, N, K, trip, True) == 0
+                      M, N, K, trip, acc) == 0
 
 
 @njit(cache=True, nogil=True)
@@ -253,24 +254,25 @@ def nc_matmul(H, S, PS, irow, frow, L):
     and for a folded K loop (:func:`fold_k_loop`) its slot and trip count (trip 0: none)."""
     split, K, M, N = irow[4], irow[5], irow[6], irow[7]
     slot, trip = irow[8], irow[9]
-    if trip > 0:
-        if not _folded_on_unit(H, S, PS, irow, L, K * split, M, N, slot, trip):
-            for i in range(trip):    # the loop's instructions, one by one
+    acc = irow[3] == 1
+    if trip > 0:    # a folded K chain: only its first instruction may store (acc False)
+        if not _folded_on_unit(H, S, PS, irow, L, K * split, M, N, slot, trip, acc):
+            for i in range(trip):    # the chain's instructions, one by one
                 L[slot] = i
-                _one_matmul(H, S, PS, irow, L, split, K, M, N)
+                _one_matmul(H, S, PS, irow, L, split, K, M, N, acc or i > 0)
         L[slot] = trip - 1
         return 0
     if irow[2] == 1:
         _transpose_select(H, S, PS, irow, L, K, M, N)
         return 0
-    _one_matmul(H, S, PS, irow, L, split, K, M, N)
+    _one_matmul(H, S, PS, irow, L, split, K, M, N, acc)
     return 0
 
 
 @njit(cache=True, nogil=True)
-def _one_matmul(H, S, PS, irow, L, split, K, M, N):
-    """One (non-transpose) nc_matmul instruction: the bf16 unit if it takes it, else sgemm."""
-    acc = irow[3] == 1
+def _one_matmul(H, S, PS, irow, L, split, K, M, N, acc):
+    """One (non-transpose) nc_matmul instruction, accumulating into dst or not: the bf16 unit
+    if it takes it, else sgemm."""
     if _matmul_on_unit(H, S, PS, irow, L, K * split, M, N, acc):
         return
     st, st_off, ldst, _ = _matrix(H, S, PS, irow, OP1, L, K * split, M, True)
@@ -346,6 +348,37 @@ def fold_k_loop(loop: Loop) -> Instr | None:
         if role == "dst" and any(s == loop.slot for s, _ in a.offset.terms):
             return None
     return replace(ins, attrs=ins.attrs + (("k_fold", (loop.slot, int(loop.trip.const))),))
+
+
+def fold_k_chain(first: Instr, loop: Loop) -> Instr | None:
+    """:func:`fold_k_loop` with the chain's first instruction taken in, or None: ``first`` is
+    the loop's own instruction one iteration before the loop's first (the same source line
+    and attributes, ``accumulate=False``, every operand one step back), so the row runs
+    ``trip + 1`` segments and stores the first one's sum instead of adding it."""
+    folded = fold_k_loop(loop)
+    if (folded is None or not isinstance(first, Instr) or first.opcode is not Opcode.NC_MATMUL
+            or first.attr("accumulate") or first.loc != folded.loc):
+        return None
+    body, slot = loop.body[0], loop.slot
+
+    def others(ins):
+        return tuple((k, v) for k, v in ins.attrs if k != "accumulate")
+
+    def back(a: Placed) -> Placed:    # iteration i of the new loop is the old i - 1
+        return replace(a, offset=Affine(a.offset.const - a.offset.coef(slot), a.offset.terms))
+
+    if others(first) != others(body):
+        return None
+    for (role, a, _), (role_first, b, _) in zip(body.accesses(), first.accesses()):
+        start = back(a).offset
+        start = Affine(start.const, tuple(t for t in start.terms if t[0] != slot))
+        if role != role_first or not isinstance(b, Placed) or (
+                b.tensor, b.space, b.dtype, b.dims, b.offset) != (
+                a.tensor, a.space, a.dtype, a.dims, start):
+            return None
+    attrs = tuple((k, False if k == "accumulate" else v) for k, v in body.attrs)
+    return replace(body.map_accesses(back),
+                   attrs=attrs + (("k_fold", (slot, int(loop.trip.const) + 1)),))
 
 
 @emitter(Opcode.NC_TRANSPOSE, transpose_copy, reference_transpose)
