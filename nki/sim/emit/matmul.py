@@ -128,15 +128,21 @@ def _unit_dtype(code):
 
 
 @njit(cache=True, nogil=True)
+def _in_place_bf16(irow, base, rows, cols):
+    """Whether a bf16 operand is read in place by the unit (rows of contiguous elements)."""
+    n_rows, stride, length = _rows_layout(irow, base)
+    return (irow[base + O_DTYPE] == BF16 and n_rows * length == rows * cols and length == cols
+            and stride >= max(cols, 1))
+
+
+@njit(cache=True, nogil=True)
 def _bf16_matrix(H, S, PS, irow, base, L, rows, cols):
     """(flat uint16 bf16 bits, element offset, row stride) of a bf16/fp8 operand as a
     row-major ``rows x cols`` matrix: the arena itself for bf16 rows, else a widened copy
     (fp8 and bf16 values are exact in fp32, whose top half is then their bf16 encoding)."""
-    n_rows, stride, length = _rows_layout(irow, base)
-    if (irow[base + O_DTYPE] == BF16 and n_rows * length == rows * cols and length == cols
-            and stride >= max(cols, 1)):
+    if _in_place_bf16(irow, base, rows, cols):
         mem = arena(H, S, PS, irow[base + O_SPACE]).view(np.uint16)
-        return mem, element_offset(irow, base, L), stride
+        return mem, element_offset(irow, base, L), _rows_layout(irow, base)[1]
     code = irow[base + O_DTYPE]
     mem = arena(H, S, PS, irow[base + O_SPACE])
     P, F = shape_of(irow, base)
@@ -162,14 +168,6 @@ def _matmul_on_unit(H, S, PS, irow, L, K, M, N, acc):
     mv, mv_off, ldmv = _bf16_matrix(H, S, PS, irow, OP2, L, K, N)
     return bgemm_rows(c, c_off, ldc, st, st_off, ldst, 0, mv, mv_off, ldmv, 0, M, N, K, 1,
                       acc) == 0
-
-
-@njit(cache=True, nogil=True)
-def _in_place_bf16(irow, base, rows, cols):
-    """Whether a bf16 operand is read in place by the unit (rows of contiguous elements)."""
-    n_rows, stride, length = _rows_layout(irow, base)
-    return (irow[base + O_DTYPE] == BF16 and n_rows * length == rows * cols and length == cols
-            and stride >= max(cols, 1))
 
 
 @njit(cache=True, nogil=True)
@@ -355,30 +353,29 @@ def fold_k_chain(first: Instr, loop: Loop) -> Instr | None:
     the loop's own instruction one iteration before the loop's first (the same source line
     and attributes, ``accumulate=False``, every operand one step back), so the row runs
     ``trip + 1`` segments and stores the first one's sum instead of adding it."""
+    if (not isinstance(first, Instr) or first.opcode is not Opcode.NC_MATMUL
+            or first.attr("accumulate")):
+        return None
     folded = fold_k_loop(loop)
-    if (folded is None or not isinstance(first, Instr) or first.opcode is not Opcode.NC_MATMUL
-            or first.attr("accumulate") or first.loc != folded.loc):
+    if folded is None or first.loc != folded.loc:
         return None
     body, slot = loop.body[0], loop.slot
 
     def others(ins):
         return tuple((k, v) for k, v in ins.attrs if k != "accumulate")
 
-    def back(a: Placed) -> Placed:    # iteration i of the new loop is the old i - 1
-        return replace(a, offset=Affine(a.offset.const - a.offset.coef(slot), a.offset.terms))
-
     if others(first) != others(body):
         return None
     for (role, a, _), (role_first, b, _) in zip(body.accesses(), first.accesses()):
-        start = back(a).offset
-        start = Affine(start.const, tuple(t for t in start.terms if t[0] != slot))
         if role != role_first or not isinstance(b, Placed) or (
                 b.tensor, b.space, b.dtype, b.dims, b.offset) != (
-                a.tensor, a.space, a.dtype, a.dims, start):
+                a.tensor, a.space, a.dtype, a.dims, a.offset.substitute(slot, -1)):
             return None
+    earlier = Affine.var(slot) - 1     # iteration i of the new loop is the old i - 1
     attrs = tuple((k, False if k == "accumulate" else v) for k, v in body.attrs)
-    return replace(body.map_accesses(back),
-                   attrs=attrs + (("k_fold", (slot, int(loop.trip.const) + 1)),))
+    return replace(body.map_accesses(
+        lambda a: replace(a, offset=a.offset.substitute(slot, earlier))),
+        attrs=attrs + (("k_fold", (slot, int(loop.trip.const) + 1)),))
 
 
 @emitter(Opcode.NC_TRANSPOSE, transpose_copy, reference_transpose)
