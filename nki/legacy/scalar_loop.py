@@ -30,10 +30,16 @@ import builtins
 import sys
 import types
 
-from nki.ir.nodes import DynFor, Reg
+from nki.ir.nodes import Reg
 from nki.lang.common import Call
-from nki.lang.control import _new_register, _written, register_alloc, register_load
-from nki.lang.tracer import current, user_loc, validation
+from nki.lang.control import (
+    _dynamic_range_iter,
+    _new_register,
+    _written,
+    register_alloc,
+    register_load,
+)
+from nki.lang.tracer import validation
 from nki.legacy.pending import flush, state, value
 
 _NOT_USER = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix, "<"})
@@ -105,24 +111,23 @@ def _bound(call: Call, b) -> int | Reg:
 
 
 def _loop(call: Call, lo, hi, step: int):
-    """Trace the body once into a ``DynFor`` (pending results emitted at its boundaries, so
-    no instruction moves into or out of it; no shared_hbm tensor may be created in it)."""
-    trace, loc = current(call.api), user_loc()
+    """Trace the body once into a ``DynFor``, as ``nl.dynamic_range`` does (a break/return
+    leaves the body unfinished and the trace raises), with the legacy pending results
+    emitted at its boundaries, so no instruction moves into or out of it, and no shared_hbm
+    tensor created in it."""
     flush()
     var = _new_register(call)        # the induction register: the loop writes it
-    _written(trace, var.id)
+    _written(call.trace, var.id)
     st = state(call.api)
     st.user_loops += 1
-    body = trace.begin_dyn((loc, call.api))   # a break/return leaves it: the trace raises
-    whole = False
+    body = _dynamic_range_iter(call, var, lo, hi, step)
     try:
-        yield var
-        whole = True
-        flush()
+        for v in body:
+            yield v
+            flush()                  # inside the body, before it ends
     finally:
-        trace.end_dyn(body, whole)
+        body.close()
         st.user_loops -= 1
-    trace.append(DynFor(Reg(var.id), lo, hi, step, tuple(body), loc, call.api))
 
 
 # ----- `range` is runtime_range in the modules that use scalar -------------------------------
