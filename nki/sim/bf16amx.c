@@ -53,21 +53,21 @@ static void configure_tiles(void) {
     _tile_loadconfig(&cfg);
 }
 
-/* The first 16 elements of a row, those past the mask zero (AVX-512BW, not VL). */
+/* Columns 16h..16h+15 of two K rows as 16 dwords, each column's (row 2p, row 2p+1) pair:
+ * the VNNI pairing both operands' packing uses (one vpermt2w). */
 __attribute__((target("avx512f,avx512bw"), always_inline))
-static inline __m256i low_half(__mmask16 m, const uint16_t *row) {
-    return _mm512_castsi512_si256(_mm512_maskz_loadu_epi16((__mmask32)m, row));
+static inline __m512i vnni_pairs(__m512i r0, __m512i r1, int h) {
+    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9,
+                                        40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1,
+                                        32, 0);
+    return _mm512_permutex2var_epi16(r0, h ? _mm512_add_epi16(lo, _mm512_set1_epi16(16)) : lo,
+                                     r1);
 }
 
-/* 16 dwords: column j's pair (r0[j], r1[j]) for the first w columns, zero after; rows
- * past the operand (r0 or r1 NULL) read as zero. */
+/* One row's first columns under mask m (zero past it), or zeros for a row past K (NULL). */
 __attribute__((target("avx512f,avx512bw"), always_inline))
-static inline __m512i pair_row(const uint16_t *r0, const uint16_t *r1, __mmask16 m) {
-    __m512i lo = r0 ? _mm512_cvtepu16_epi32(low_half(m, r0))
-                    : _mm512_setzero_si512();
-    __m512i hi = r1 ? _mm512_cvtepu16_epi32(low_half(m, r1))
-                    : _mm512_setzero_si512();
-    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+static inline __m512i load_row(const uint16_t *row, __mmask32 m) {
+    return row ? _mm512_maskz_loadu_epi16(m, row) : _mm512_setzero_si512();
 }
 
 /* In-register 16x16 dword transpose (four shuffle stages). */
@@ -101,12 +101,11 @@ static void pack_a_tile(const uint16_t *a, int64_t lda, int64_t K, int64_t M, in
                         int64_t k0, uint16_t *tile) {
     __m512i r[16];
     int64_t w = M - m0 < 16 ? M - m0 : 16;
-    __mmask16 m = (__mmask16)((1u << w) - 1);
+    __mmask32 m = (__mmask32)((1u << w) - 1);
     for (int p = 0; p < 16; p++) {
         int64_t k = k0 + 2 * p;
-        const uint16_t *r0 = k < K ? a + k * lda + m0 : NULL;
-        const uint16_t *r1 = k + 1 < K ? a + (k + 1) * lda + m0 : NULL;
-        r[p] = pair_row(r0, r1, m);
+        r[p] = vnni_pairs(load_row(k < K ? a + k * lda + m0 : NULL, m),
+                          load_row(k + 1 < K ? a + (k + 1) * lda + m0 : NULL, m), 0);
     }
     transpose16(r);
     for (int i = 0; i < 16; i++)
@@ -199,20 +198,16 @@ static void settle(pending_add *p) {
 __attribute__((target("avx512f,avx512bw")))
 static void pack_b_pair(const uint16_t *r0, const uint16_t *r1, int64_t w, int64_t strips,
                         int64_t p, int64_t tile_step, uint16_t *tiles, scan_state *st) {
-    const __m512i pairs_lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10,
-                                              41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3,
-                                              34, 2, 33, 1, 32, 0);
-    const __m512i pairs_hi = _mm512_add_epi16(pairs_lo, _mm512_set1_epi16(16));
     for (int64_t j = 0; j < strips; j++) {
         int64_t left = w - 32 * j;
         __mmask32 m = left >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << left) - 1);
-        __m512i v0 = r0 ? _mm512_maskz_loadu_epi16(m, r0 + 32 * j) : _mm512_setzero_si512();
-        __m512i v1 = r1 ? _mm512_maskz_loadu_epi16(m, r1 + 32 * j) : _mm512_setzero_si512();
+        __m512i v0 = load_row(r0 ? r0 + 32 * j : NULL, m);
+        __m512i v1 = load_row(r1 ? r1 + 32 * j : NULL, m);
         scan_vector(v0, m, st);    /* the guard, on the values just loaded */
         scan_vector(v1, m, st);
-        for (int h = 0; h < 2; h++)   /* columns 16h..16h+15: (row 2p, row 2p+1) pairs */
+        for (int h = 0; h < 2; h++)
             _mm512_store_si512((__m512i *)(tiles + j * tile_step + h * TILE_ELEMS) + p,
-                               _mm512_permutex2var_epi16(v0, h ? pairs_hi : pairs_lo, v1));
+                               vnni_pairs(v0, v1, h));
     }
 }
 
