@@ -30,6 +30,7 @@ from numba.extending import register_jitable
 from nki.ir.types import FLOAT8_E4M3, FLOAT8_E4M3FN, FLOAT8_E5M2, FLOAT8_E8M0FNU
 
 __all__ = [
+    "FP8_DECODE",
     "bf16_to_f32",
     "f32_to_bf16",
     "f16_to_f32",
@@ -60,7 +61,8 @@ def _fp8_decode_table() -> np.ndarray:
     return table
 
 
-_FP8_DECODE = _fp8_decode_table()
+#: float32 value of each fp8 byte, row = the fp8 type code (ml_dtypes' answers)
+FP8_DECODE = _fp8_decode_table()
 _TWO_M24 = np.float32(2.0**-24)
 
 
@@ -199,7 +201,7 @@ def fp8_to_f32(u8: np.ndarray, fmt: int) -> np.ndarray:
     """
     if fmt != _E4M3 and fmt != _E5M2 and fmt != _E4M3FN and fmt != _E8M0:
         raise ValueError("fp8_to_f32: not an fp8 type code")
-    table = _FP8_DECODE[fmt]
+    table = FP8_DECODE[fmt]
     flat = u8.ravel()
     out = np.empty(flat.size, np.float32)
     for i in range(flat.size):

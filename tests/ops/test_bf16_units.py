@@ -176,9 +176,23 @@ def test_nc_matmul_on_the_unit_is_the_model_bit_for_bit(rng, unit, k, m, n):
     assert np.all(np.abs(y - exact) <= bound)          # still an fp32 accumulation
 
 
-def test_fp8_operands_widen_exactly_onto_the_unit(rng, unit):
-    st = rng.standard_normal((96, 40)).astype(ml_dtypes.float8_e4m3fn)
-    mv = rng.standard_normal((96, 50)).astype(ml_dtypes.float8_e5m2)
+@pytest.mark.parametrize("name", ["float8_e4m3", "float8_e5m2", "float8_e4m3fn"])
+def test_every_fp8_byte_widens_to_its_bf16_encoding(name):
+    """The unit's fp8 operands are widened through one table per format: every byte's bf16
+    encoding, against ml_dtypes' own fp8 -> bf16 conversion."""
+    from nki.sim.emit.matmul import _FP8_BF16
+
+    code = getattr(nl, name).code
+    expect = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, name))
+    np.testing.assert_array_equal(_FP8_BF16[code],
+                                  expect.astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+@pytest.mark.parametrize("sdt, mdt", [("float8_e4m3fn", "float8_e5m2"),
+                                      ("float8_e4m3", "float8_e4m3")])
+def test_fp8_operands_widen_exactly_onto_the_unit(rng, unit, sdt, mdt):
+    st = rng.standard_normal((96, 40)).astype(getattr(ml_dtypes, sdt))
+    mv = rng.standard_normal((96, 50)).astype(getattr(ml_dtypes, mdt))
     y = run_both(_kernel(1), st, mv)
     np.testing.assert_array_equal(y.view(np.uint32), _model_chain(st, mv, unit).view(np.uint32))
 

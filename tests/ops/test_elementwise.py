@@ -181,15 +181,44 @@ def _aliasing_kernel(where, op):
 @pytest.mark.parametrize("where", ["dst_is_data1", "dst_is_data2", "apart", "shifted"])
 @pytest.mark.parametrize("op,ref", [(nl.subtract, np.subtract), (nl.divide, np.divide),
                                     (nl.maximum, np.maximum)])
-def test_tensor_tensor_in_arena_aliasing(backend, rng, where, op, ref):
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_tensor_tensor_in_arena_aliasing(backend, rng, where, op, ref, dtype):
     # 300 columns: the helper runs 54 partitions at a time (a ragged last chunk of 12)
-    a = rng.standard_normal((120, 300)).astype(np.float32)
-    b = rng.standard_normal((120, 300)).astype(np.float32)
+    a = rng.standard_normal((120, 300)).astype(dtype)
+    b = rng.standard_normal((120, 300)).astype(dtype)
     a[3, 5], b[4, 6] = np.nan, np.nan
     y = nki.jit(_aliasing_kernel(where, op), backend=backend)(a, b)
     with np.errstate(all="ignore"):
-        expect = ref(a, b)   # shifted too: both inputs are read before the write lands
-    np.testing.assert_array_equal(y, expect)
+        # shifted too: both inputs are read before the write lands
+        expect = ref(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
+    np.testing.assert_array_equal(y.view(np.uint8), expect.view(np.uint8))
+
+
+def _mixed_kernel(dst_dtype, in_place):
+    """tensor_tensor of an fp32 tile and a bf16 tile into a tile of ``dst_dtype`` (the fp32
+    input itself when ``in_place``)."""
+    def kernel(a, b):
+        out = nl.ndarray(a.shape, dtype=dst_dtype, buffer=nl.shared_hbm)
+        x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        nisa.dma_copy(dst=y, src=b)
+        dst = x if in_place else nl.ndarray(a.shape, dtype=dst_dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=dst, data1=y, data2=x, op=nl.subtract)
+        nisa.dma_copy(dst=out, src=dst)
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("dst_dtype,in_place", [(np.float32, True), (np.float32, False),
+                                                (BF16, False)])
+def test_tensor_tensor_mixed_fp32_bf16_rows(backend, rng, dst_dtype, in_place):
+    a = rng.standard_normal((128, 640)).astype(np.float32)
+    b = rng.standard_normal((128, 640)).astype(BF16)
+    b[1, 2] = np.inf
+    y = nki.jit(_mixed_kernel(dst_dtype, in_place), backend=backend)(a, b)
+    expect = (b.astype(np.float32) - a).astype(dst_dtype)   # fp32 arithmetic, one rounding
+    np.testing.assert_array_equal(y.view(np.uint8), expect.view(np.uint8))
 
 
 def _scalar_chain_kernel(in_place, reverse):
