@@ -11,6 +11,10 @@ Helpers register with :func:`helper` next to their code; the ids follow import o
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -54,7 +58,17 @@ def helper(fn: Callable | None = None, *, row_wise: bool = False):
     _IMPLS.append(fn)
     _NAMES.append(name)
     _ROW_WISE.append(row_wise)
+    _module_digest(getattr(fn, "py_func", fn).__module__)
     return fn
+
+
+@functools.cache
+def _module_digest(module: str) -> str:
+    """Hash of a helper module's source as it is imported (its helpers register while it
+    runs). Read later, the file may already hold an edit the process never imported, and its
+    machine code would be cached under the edited source's name: stale code for every later
+    process (seen while a background compile ran during an edit)."""
+    return hashlib.sha256(inspect.getsource(sys.modules[module]).encode()).hexdigest()[:16]
 
 
 def helper_id(fn: Callable) -> int:
@@ -150,15 +164,10 @@ def _entry_module(hid: int) -> tuple[str, str]:
     The entry names its helper as a module global (a closure's cells would pickle differently
     in every process). The module name carries a hash of the helper's module source and of
     the entry text, so an edited helper never reuses an old entry's machine code."""
-    import hashlib
-    import inspect
-    import sys
-
     impl = _IMPLS[hid]
-    module_src = inspect.getsource(sys.modules[impl.py_func.__module__])
     body = _ROW_WISE_ENTRY if _ROW_WISE[hid] else _PLAIN_ENTRY
     text = "\n".join([
-        f"# helper source {hashlib.sha256(module_src.encode()).hexdigest()[:16]}",
+        f"# helper source {_module_digest(impl.py_func.__module__)}",
         "from numba import carray, cfunc, njit",
         "from nki.sim.helpers.memory import chunk_rows, set_chunk",
         "from nki.sim.helpers.registry import C_SIGNATURE",
