@@ -530,11 +530,11 @@ def test_rows_in_arena_aliasing(rng, where, reduce, dtype):
 # ------------------------------------- the row path: scale, bias and sums fused per row group
 
 
-def _row_path_kernel(cmd, scale_kind, bias_kind):
+def _row_path_kernel(cmd, scale_kind, bias_kind, dst_dtype=nl.float32):
     def kernel(a, s, b, r0):
         P = a.shape[0]
         x = _tile(a)
-        y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        y = nl.ndarray(a.shape, dtype=dst_dtype, buffer=nl.sbuf)
         r = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
         st = _tile(s) if scale_kind == "tile" else (0.75 if scale_kind == "scalar" else 1.0)
         bt = {"tile": _tile(b) if bias_kind == "tile" else None, "scalar": -0.25,
@@ -583,5 +583,24 @@ def test_row_path_bits(backend, rng, P, F, cmd, scale_kind, bias_kind):
         z = z + bias if bias is not None else z
     expect = tr.exp(np.ascontiguousarray(z, np.float32))
     np.testing.assert_array_equal(y.view(np.int32), expect.view(np.int32))
+    start = seq_sum(r0)[:, 0] if cmd == "reduce" else None
+    np.testing.assert_array_equal(r.view(np.int32), seq_sum(expect, start).view(np.int32))
+
+
+@pytest.mark.parametrize("P,F", [(9, 1024), (128, 512)])
+@pytest.mark.parametrize("cmd", ["reset_reduce", "reduce"])
+def test_row_path_bf16_dst_sums_the_fp32_results(backend, rng, P, F, cmd):
+    """A bf16 dst on the row path (flash attention's exp into bf16 probabilities): each value
+    rounded once from the fp32 result, the registers summing the fp32 results in order."""
+    a = _special_values(rng, (P, F))
+    s = rng.uniform(0.5, 1.5, (P, 1)).astype(np.float32)
+    b = rng.uniform(-2, 2, (P, 1)).astype(np.float32)
+    r0 = rng.uniform(-1, 1, (P, 3)).astype(np.float32)
+    y, r = nki.jit(_row_path_kernel(cmd, "none", "tile", nl.bfloat16),
+                   backend=backend)(a, s, b, r0)
+    with np.errstate(all="ignore"):
+        expect = tr.exp(np.ascontiguousarray(a + b, np.float32))
+    assert y.dtype == BF16
+    np.testing.assert_array_equal(y.view(np.uint16), expect.astype(BF16).view(np.uint16))
     start = seq_sum(r0)[:, 0] if cmd == "reduce" else None
     np.testing.assert_array_equal(r.view(np.int32), seq_sum(expect, start).view(np.int32))
