@@ -1,6 +1,7 @@
 """Matmul benchmark: ``nki.kernels.matmul.matmul_lhsT`` in bf16, fp8 and fp32 against torch's
 CPU matmul (one thread each, timed alternately in one process), with the bf16 dot unit on
-and off; plus bf16 flash attention against torch's bf16 SDPA.
+and off; plus bf16 flash attention against torch's bf16 SDPA, called as the kernel and as
+torch's own SDPA on ``neuron`` tensors (the device runs the same kernel).
 
     python benchmarks/bench_matmul.py [--quick] [--repeat N] [--json PATH]
 
@@ -86,6 +87,17 @@ def run_attention(repeat: int, report, seq: int) -> None:
     row = paired(lambda: flash_attention(q, k, v, causal=True),
                  lambda: sdpa(tq, tk, tv, is_causal=True), repeat, "bf16")
     report({"case": f"flash attention fwd b1-h2-s{seq}-d128 bf16 causal", **row})
+    # the same call written for the neuron device: torch's own SDPA on neuron tensors, which
+    # the device sends to the NKI flash kernel (nki/torch/routing.py), against torch's on CPU
+    import nki.torch  # noqa: F401  (registers the neuron device)
+
+    nq, nk, nv = (t.to("neuron") for t in (tq, tk, tv))
+    check = sdpa(nq, nk, nv, is_causal=True).cpu().float()
+    ref = sdpa(tq, tk, tv, is_causal=True).float()
+    assert torch.allclose(check, ref, atol=2e-2, rtol=2e-2), "neuron SDPA is not attention"
+    row = paired(lambda: sdpa(nq, nk, nv, is_causal=True),
+                 lambda: sdpa(tq, tk, tv, is_causal=True), repeat, "bf16")
+    report({"case": f"neuron-device SDPA fwd b1-h2-s{seq}-d128 bf16 causal", **row})
 
 
 def main() -> int:
