@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -74,6 +76,40 @@ class Specialization:
         return sum(len(c.generated.origins) for c in self.cores)
 
 
+
+#: specializations a kernel keeps in memory (the most recently used; older ones reload from
+#: the disk cache). Unbounded, a kernel called at hundreds of shapes (a parametrized test
+#: suite: nki-library's) held every traced program and its machine code to the end.
+SPECIALIZATIONS_KEPT = 16
+
+
+class _Recent:
+    """The ``size`` most recently used entries of a dict (one lock: kernels are called from
+    several threads, e.g. the ranks of a multi-rank run)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            self._entries[key] = value
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class Kernel:
     """What ``@nki.jit`` returns. Call it with numpy arrays or torch tensors.
 
@@ -98,7 +134,7 @@ class Kernel:
             raise TypeError(f"nki.jit got unexpected keyword(s) {sorted(unknown)}")
         self.options = {k: v for k, v in options.items() if k not in _AWS_KWARGS}
         self._lnc = 1
-        self._cache: dict = {}
+        self._cache = _Recent(SPECIALIZATIONS_KEPT)
         self._last_record: list = [None]   # shared with kernel[2] clones (last_run_record)
         self._flat_views: dict = {}         # shared too: _flat_view per (LNC, schedule)
         kernel_created(self)
@@ -263,7 +299,7 @@ class Kernel:
                         core.generated   # noqa: B018  (made now, so the entry holds it)
                 disk.store(disk_key, spec, deps.snapshot())
         spec.replay_warnings()
-        self._cache[key] = spec
+        self._cache.put(key, spec)
         return spec
 
     def __call__(self, *args, **kwargs):
