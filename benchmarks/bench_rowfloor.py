@@ -83,6 +83,15 @@ def _sub_mul_rows(t, c, u, out):
 
 
 @njit(nogil=True)
+def _mul_mul_rows(t, c, u, out):
+    """``out = (t * c) * u`` (scalar_tensor_tensor), one pass."""
+    for r in range(t.shape[0]):
+        cr = c[r]
+        for i in range(t.shape[1]):
+            out[r, i] = (t[r, i] * cr) * u[r, i]
+
+
+@njit(nogil=True)
 def _mul_add_rows(t, c, u, out):
     """``out = t * c + u`` (scalar_tensor_tensor), one pass."""
     for r in range(t.shape[0]):
@@ -154,15 +163,14 @@ def layernorm_floor(x, out, g, b, eps=1e-5):
 
 
 def rmsnorm_floor(x, out, g, eps=1e-6):
-    """dma in, x*x with sums, rstd, x * rstd, that * gamma, dma out."""
-    t, sq, nrm, res, gt = _buffers(5)
+    """dma in, x*x with sums, rstd, (x * rstd) * gamma in one pass, dma out."""
+    t, sq, res, gt = _buffers(4)
     gt[:] = g
     for p0, p1 in _tiles(x.shape[0]):
         np.copyto(t, x[p0:p1])
         ss = _square_rows(t, sq)
         rstd = F32(1.0) / np.sqrt(ss * F32(1.0 / D) + F32(eps))
-        np.multiply(t, rstd[:, None], out=nrm)
-        np.multiply(nrm, gt, out=res)
+        _mul_mul_rows(t, rstd, gt, res)
         np.copyto(out[p0:p1], res)
     return out
 

@@ -101,12 +101,13 @@ def _rms_rstd(tile, P: int, D: int, eps: float):
 
 
 def _rms_tile(tile, g, P: int, D: int, eps: float, dtype):
-    """``tile / rms(tile) * g`` of one row tile, as a new [P, D] SBUF tile of ``dtype``."""
+    """``tile / rms(tile) * g`` of one row tile, as a new [P, D] SBUF tile of ``dtype``: one
+    VectorE pass (times the row's rstd, rounded to fp32, then times gamma), not a tensor_scalar
+    into an fp32 tile and a tensor_tensor over it (the same roundings, one tile less)."""
     rstd = _rms_rstd(tile, P, D, eps)
-    norm = nl.ndarray((P, D), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=norm, data=tile, op0=nl.multiply, operand0=rstd)
     res = nl.ndarray((P, D), dtype=dtype, buffer=nl.sbuf)
-    nisa.tensor_tensor(dst=res, data1=norm, data2=g[0:P, :], op=nl.multiply)
+    nisa.scalar_tensor_tensor(dst=res, data=tile, op0=nl.multiply, operand0=rstd,
+                              op1=nl.multiply, operand1=g[0:P, :])
     return res
 
 
