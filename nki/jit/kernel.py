@@ -76,7 +76,6 @@ class Specialization:
         return sum(len(c.generated.origins) for c in self.cores)
 
 
-
 #: specializations a kernel keeps in memory (the most recently used; older ones reload from
 #: the disk cache). Unbounded, a kernel called at hundreds of shapes (a parametrized test
 #: suite: nki-library's) held every traced program and its machine code to the end.

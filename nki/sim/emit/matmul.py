@@ -162,9 +162,8 @@ _FP8_BF16 = (np.ascontiguousarray(FP8_DECODE).view(np.uint32) >> 16).astype(np.u
 @njit(cache=True, nogil=True)
 def _widen_fp8_into(mem, irow, base, L, P, F, code, out, at):
     """An fp8 operand's values as bf16 bits into ``out[at:at + P * F]``, row-major: one
-    table lookup per element (the gathered bytes are 1/2 of the output; numpy's fancy
-    indexing of the table and a separate copy cost ~4x as much, a third of an fp8 2048^3
-    matmul on the Zen 5)."""
+    table lookup per element, written where the caller wants it (a folded chain's segment),
+    with the table built once at import rather than per call."""
     raw = gather(mem, element_offset(irow, base, L), irow, base, P, F).ravel()
     table = _FP8_BF16[code]
     for i in range(raw.size):

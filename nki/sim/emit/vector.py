@@ -14,11 +14,9 @@ from nki.sim.emit.dma import dma_copy
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
     copy_row,
-    f32_rows,
     float_rows,
     load_f32,
     load_i64,
-    rows_meet,
     rows_same_or_apart,
     same_rows,
     shape_of,
@@ -47,34 +45,6 @@ def _arith(op):
 
 
 @njit(cache=True, nogil=True)
-def _direct_binary(H, S, PS, irow, L, op):
-    """``dst = a op b`` straight in the arenas when all three are fp32 rows of one shape and
-    each input is the destination itself or apart from it; False (nothing written) else."""
-    dm, do, ds, dr, dn = f32_rows(H, S, PS, irow, OP0, L)
-    am, ao, as_, ar, an = f32_rows(H, S, PS, irow, OP1, L)
-    bm, bo, bs, br, bn = f32_rows(H, S, PS, irow, OP2, L)
-    if not _arith(op) or dr == 0 or ar != dr or br != dr or an != dn or bn != dn:
-        return False
-    a_here = same_rows(irow, OP0, do, ds, OP1, ao, as_)
-    b_here = same_rows(irow, OP0, do, ds, OP2, bo, bs)
-    if (a_here and b_here) or \
-            (not a_here and rows_meet(irow, OP0, do, ds, OP1, ao, as_, dr, dn)) or \
-            (not b_here and rows_meet(irow, OP0, do, ds, OP2, bo, bs, dr, dn)):
-        return False
-    for r in range(dr):
-        d = dm[do + r * ds:do + r * ds + dn]
-        a = am[ao + r * as_:ao + r * as_ + dn]
-        b = bm[bo + r * bs:bo + r * bs + dn]
-        if b_here:
-            alu.row_into(op, d, a, True)
-        else:
-            if not a_here:
-                copy_row(d, a)
-            alu.row_into(op, d, b, False)
-    return True
-
-
-@njit(cache=True, nogil=True)
 def _float_row(m32, mh, is32, off, n, tmp):
     """Row ``n`` elements at ``off`` as fp32: the fp32 arena's own row, else the bf16 row
     decoded into ``tmp`` (then the row returned)."""
@@ -85,12 +55,13 @@ def _float_row(m32, mh, is32, off, n, tmp):
 
 
 @njit(cache=True, nogil=True)
-def _direct_binary_bf16(H, S, PS, irow, L, op):
-    """``dst = a op b`` row by row where some operand is bf16 (the others fp32), all of one
-    shape, each input the destination itself or apart from it: bf16 rows decoded into fp32
-    rows, the operator in fp32, a bf16 dst rounded once per element, as the gathered path
-    does, so the same bits; False (nothing written) else. A bf16 [128, 1024] multiply took
-    ~110 us gathered (two decoded copies, a result array, a rounding pass), the fp32 one ~30."""
+def _direct_binary(H, S, PS, irow, L, op):
+    """``dst = a op b`` straight in the arenas, row by row, when all three are fp32 or bf16
+    rows of one shape and each input is the destination itself or apart from it; False
+    (nothing written) else. fp32 rows are read and written in place; bf16 rows are decoded
+    into fp32 rows, the operator runs in fp32 and a bf16 dst is rounded once per element, as
+    the gathered path does, so the same bits. (bf16 [128, 1024] multiply: ~110 us gathered,
+    two decoded copies, a result array and a rounding pass; fp32 in place ~30.)"""
     d32, dm, dh, do, ds, dr, dn = float_rows(H, S, PS, irow, OP0, L)
     a32, am, ah, ao, as_, ar, an = float_rows(H, S, PS, irow, OP1, L)
     b32, bm, bh, bo, bs, br, bn = float_rows(H, S, PS, irow, OP2, L)
@@ -98,15 +69,20 @@ def _direct_binary_bf16(H, S, PS, irow, L, op):
             not rows_same_or_apart(irow, OP1, a32, ao, as_, OP0, d32, do, ds, dr, dn) or \
             not rows_same_or_apart(irow, OP2, b32, bo, bs, OP0, d32, do, ds, dr, dn):
         return False
-    ta, tb, td = np.empty(dn, np.float32), np.empty(dn, np.float32), np.empty(dn, np.float32)
+    a_here = d32 and a32 and same_rows(irow, OP0, do, ds, OP1, ao, as_)
+    b_here = d32 and b32 and same_rows(irow, OP0, do, ds, OP2, bo, bs)
+    # decode rows only for bf16 operands (fp32 rows are used where they lie)
+    ta = np.empty(0 if a32 else dn, np.float32)
+    tb = np.empty(0 if b32 else dn, np.float32)
+    td = np.empty(0 if d32 else dn, np.float32)
     for r in range(dr):
         a = _float_row(am, ah, a32, ao + r * as_, dn, ta)
         b = _float_row(bm, bh, b32, bo + r * bs, dn, tb)
         d0 = do + r * ds
-        d = dm[d0:d0 + dn] if d32 else td   # read both rows before writing: d may be one
-        if d32 and a32 and same_rows(irow, OP0, do, ds, OP1, ao, as_):
+        d = dm[d0:d0 + dn] if d32 else td   # both rows are read before d is written
+        if a_here:
             alu.row_into(op, d, b, False)
-        elif d32 and b32 and same_rows(irow, OP0, do, ds, OP2, bo, bs):
+        elif b_here:
             alu.row_into(op, d, a, True)
         else:
             copy_row(d, a)
@@ -156,8 +132,7 @@ def _direct_scalar(H, S, PS, irow, frow, L):
 def tensor_tensor(H, S, PS, irow, frow, L):
     """dst = data1 op data2 (ints: op, int_math)."""
     op = irow[2]
-    if irow[3] == 0 and (_direct_binary(H, S, PS, irow, L, op) or
-                         _direct_binary_bf16(H, S, PS, irow, L, op)):
+    if irow[3] == 0 and _direct_binary(H, S, PS, irow, L, op):
         return 0
     if irow[3] == 1:
         a = load_i64(H, S, PS, irow, OP1, L)
