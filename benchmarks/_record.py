@@ -111,6 +111,8 @@ def machine_kind(features: list[str]) -> str:
         return "xeon-amx"
     if "avx512_bf16" in features:
         return "zen5"
+    if "avx2" in features and "avx512f" not in features:
+        return "avx2"   # an AMD EPYC with AVX2 only (seen 2026-12-03): no bf16 unit at all
     return "other"
 
 
