@@ -16,9 +16,11 @@ and chunk:
 * the chunk's max and an *online* logsumexp: the running max ``m`` and running sum ``l`` are
   rescaled by ``exp(m_old - m_new)`` (``[P, 1]`` work only), and ``exp(x - m_new)`` runs on
   the Scalar engine with the chunk's row sum accumulated by the same instruction;
-* the target logit, picked by comparing a constant column-index row (``iota``, built once)
-  with the row's target: ``(iota == target - c0) · x`` in one ``scalar_tensor_tensor``,
-  plus a row sum.
+* the target logit, gathered: one indirect DMA per row tile reads element ``r * C +
+  target[r]`` of the flattened logits into a ``[P, 1]`` column (the index built in int32 from
+  an ``iota`` of ``r * C`` and the target clamped into ``[0, C)``, exact on GpSimd's native
+  integers), not a one-hot product and a row sum over every chunk: two passes over the
+  logits fewer, on the Vector engine and here.
 
 Then ``loss = valid · (log(l) + m - x[target])`` with ``valid = (target != ignore_index)``.
 A single-chunk row skips the rescaling. The mean is a sum over rows, i.e. over partitions: a
@@ -43,6 +45,7 @@ from .matmul import PMAX, _tiles
 
 CHUNK = 4096
 NEG_BIG = -3.0e38        # finite "minus infinity" for the running max
+_INT_EXACT = 1 << 31     # int32: the gather's row-major index r * C + target stays below
 
 
 def _iota(C: int):
@@ -59,14 +62,43 @@ def _col(P: int):
     return nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
 
 
-def _targets(targets, p0: int, p1: int):
-    """The row tile's targets as a [P, 1] fp32 column (exact below 2**24 classes)."""
-    P = p1 - p0
-    ti = nl.ndarray((P, 1), dtype=nl.int32, buffer=nl.sbuf)
+def _target_ints(targets, p0: int, p1: int):
+    """The row tile's targets as a [P, 1] int32 column."""
+    ti = nl.ndarray((p1 - p0, 1), dtype=nl.int32, buffer=nl.sbuf)
     nisa.dma_copy(dst=ti, src=targets.reshape((targets.shape[0], 1))[p0:p1, :])
-    tf = _col(P)
+    return ti
+
+
+def _as_float(ti):
+    """An int32 column as fp32 (exact below 2**24 classes)."""
+    tf = _col(ti.shape[0])
     nisa.tensor_copy(dst=tf, src=ti)
     return tf
+
+
+def _targets(targets, p0: int, p1: int):
+    """The row tile's targets as a [P, 1] fp32 column (exact below 2**24 classes)."""
+    return _as_float(_target_ints(targets, p0, p1))
+
+
+def _picked(logits, ti, p0: int, p1: int):
+    """``logits[r, targets[r]]`` for the row tile as a [P, 1] fp32 column: one indirect DMA
+    of one element per row from the flattened logits. The target is clamped into
+    ``[0, C)`` first, so an ``ignore_index`` row reads an element of its own row (its loss is
+    zeroed by ``valid`` afterwards) and no index leaves the tile's rows."""
+    P = p1 - p0
+    N, C = logits.shape
+    clamped = nl.ndarray((P, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=clamped, data=ti, op0=nl.maximum, operand0=0, op1=nl.minimum,
+                       operand1=C - 1)
+    idx = nl.ndarray((P, 1), dtype=nl.int32, buffer=nl.sbuf)           # r * C + target
+    nisa.iota(dst=idx, pattern=[[0, 1]], offset=0, channel_multiplier=C)
+    nisa.tensor_tensor(dst=idx, data1=idx, data2=clamped, op=nl.add)    # int32: exact
+    picked = _col(P)
+    row_major = logits.reshape((N * C, 1))
+    nisa.dma_copy(dst=picked, src=row_major.ap([[1, P], [1, 1]], p0 * C, vector_offset=idx,
+                                               indirect_dim=0))
+    return picked
 
 
 def _shifted(tf, c0: int, P: int):
@@ -84,17 +116,13 @@ def _load(logits, p0: int, p1: int, c0: int, c1: int):
     return t
 
 
-def _logsumexp_pass(logits, tf, p0: int, p1: int, iota, want_picked: bool):
-    """One pass over a row tile's chunks: running max ``m``, running sum ``l`` of
-    ``exp(x - m)``, and (optionally) the target logits. Returns ``(m, l, picked, single)``
-    with ``single = (x, e)`` — the loaded logits and ``exp(x - m)`` — for a one-chunk row."""
+def _logsumexp_pass(logits, p0: int, p1: int):
+    """One pass over a row tile's chunks: running max ``m`` and running sum ``l`` of
+    ``exp(x - m)``. Returns ``(m, l, single)`` with ``single = (x, e)`` — the loaded logits
+    and ``exp(x - m)`` — for a one-chunk row."""
     P = p1 - p0
     C = logits.shape[1]
     chunks = _tiles(C, CHUNK)
-    picked = None
-    if want_picked:
-        picked = _col(P)
-        nisa.memset(dst=picked, value=0.0)
     m, l_sum = None, _col(P)
     single = None
     for j, (c0, c1) in enumerate(chunks):
@@ -119,17 +147,9 @@ def _logsumexp_pass(logits, tf, p0: int, p1: int, iota, want_picked: bool):
             nisa.scalar_tensor_tensor(dst=l_sum, data=l_sum, op0=nl.multiply, operand0=alpha,
                                       op1=nl.add, operand1=s)
             nisa.tensor_copy(dst=m, src=m_new)
-        if want_picked:
-            sel = nl.ndarray((P, w), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.scalar_tensor_tensor(dst=sel, data=iota[0:P, 0:w], op0=nl.equal,
-                                      operand0=_shifted(tf, c0, P), op1=nl.multiply,
-                                      operand1=x)
-            part = _col(P)
-            nisa.tensor_reduce(dst=part, op=nl.add, data=sel, axis=1)
-            nisa.tensor_tensor(dst=picked, data1=picked, data2=part, op=nl.add)
         if len(chunks) == 1:
             single = (x, e)
-    return m, l_sum, picked, single
+    return m, l_sum, single
 
 
 def _valid(tf, P: int, ignore_index: int):
@@ -148,9 +168,11 @@ def cross_entropy(logits, targets, ignore_index=-100):
         >>> loss, mean = cross_entropy(logits, targets)   # doctest: +SKIP
     """
     N, C = logits.shape
+    if C >= _INT_EXACT // PMAX:
+        raise ValueError(f"cross_entropy: {C} classes; the gather's int32 index r * C + "
+                         f"target needs C < {_INT_EXACT // PMAX}")
     loss = nl.ndarray((N,), dtype=nl.float32, buffer=nl.shared_hbm)
     mean = nl.ndarray((1,), dtype=nl.float32, buffer=nl.shared_hbm)
-    iota = _iota(C)
     ones = nl.ndarray((min(N, PMAX), 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=ones, value=1.0)
     acc = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.psum)      # (sum of losses, kept)
@@ -158,8 +180,10 @@ def cross_entropy(logits, targets, ignore_index=-100):
     for t in nl.sequential_range(len(rows)):
         p0, p1 = rows[t]
         P = p1 - p0
-        tf = _targets(targets, p0, p1)
-        m, l_sum, picked, _ = _logsumexp_pass(logits, tf, p0, p1, iota, want_picked=True)
+        ti = _target_ints(targets, p0, p1)
+        tf = _as_float(ti)
+        picked = _picked(logits, ti, p0, p1)
+        m, l_sum, _ = _logsumexp_pass(logits, p0, p1)
         lse = _col(P)
         nisa.activation(dst=lse, op=nl.log, data=l_sum)
         li = _col(P)                                      # (log(l) + m) - x[target]
@@ -226,7 +250,7 @@ def cross_entropy_bwd(logits, targets, ignore_index=-100, reduction="mean"):
         p0, p1 = rows[t]
         P = p1 - p0
         tf, f = tfs[t], facs[t]
-        m, l_sum, _, single = _logsumexp_pass(logits, tf, p0, p1, iota, want_picked=False)
+        m, l_sum, single = _logsumexp_pass(logits, p0, p1)
         scale = _col(P)                                        # f / l
         nisa.tensor_tensor(dst=scale, data1=f, data2=l_sum, op=nl.divide)
         neg = None
