@@ -9,7 +9,8 @@ module                  kernels
 ``softmax``             ``softmax_rows(x)``, ``log_softmax(x)``
 ``norms``               ``layernorm``, ``rmsnorm``, ``rmsnorm_residual``, ``layernorm_bwd``,
                         ``rmsnorm_bwd``
-``mlp``                 ``gelu(x)``, ``silu(x)``, ``swiglu_mlp(x, w_gate, w_up, w_down,
+``mlp``                 ``gelu(x)``, ``silu(x)``, ``silu_mul(gate, up)``,
+                        ``swiglu_mlp(x, w_gate, w_up, w_down,
                         out_dtype=None)`` (fp8 weights and activations too)
 ``rope``                ``rope(x, cos, sin, offset=0)`` (offset: int or int32 tensor)
 ``losses``              ``cross_entropy(logits, targets, ignore_index=-100)``,
@@ -36,7 +37,7 @@ _EXPORTS = {
     "flash_attention_bwd": "attention_bwd",
     "cross_entropy": "losses", "cross_entropy_bwd": "losses",
     "matmul_lhsT": "matmul", "batched_matmul": "matmul",
-    "gelu": "mlp", "silu": "mlp", "swiglu_mlp": "mlp",
+    "gelu": "mlp", "silu": "mlp", "silu_mul": "mlp", "swiglu_mlp": "mlp",
     "layernorm": "norms", "rmsnorm": "norms", "rmsnorm_residual": "norms",
     "layernorm_bwd": "norms", "rmsnorm_bwd": "norms",
     "softmax_rows": "softmax", "log_softmax": "softmax",

@@ -1,6 +1,7 @@
 """Activations and the SwiGLU MLP block.
 
-``gelu(x, approximate="none")`` and ``silu(x)`` for ``x`` of any shape: the tensor is viewed
+``gelu(x, approximate="none")``, ``silu(x)`` and ``silu_mul(gate, up) = silu(gate) * up``
+(SwiGLU's elementwise half) for tensors of any shape: the tensor is viewed
 as one flat run of elements cut into ``[128, C]`` tiles (C up to 8192), so that every
 Scalar-engine ``activation`` instruction covers as many elements as possible whatever the
 shape (a ``[4096, 64]`` input is one instruction on a ``[128, 2048]`` tile, not 32 on
@@ -46,32 +47,41 @@ FREE_MAX = 8192          # elements per partition of one elementwise tile
 ROWS_MAX = 512           # rows per block of the MLP (moving free size of the first matmuls)
 
 
-def _elementwise(out, x, op):
-    """``out = op(x)`` elementwise over the flat element order, in [128, C] tiles."""
+def _elementwise(out, x, op, times=None):
+    """``out = op(x)`` (or ``op(x) * times``) elementwise over the flat element order, in
+    [128, C] tiles and one [1, r] tail."""
     total = 1
     for d in x.shape:
         total *= d
-    flat_x = x.reshape((total,))
-    flat_o = out.reshape((total,))
     C = max(1, min(FREE_MAX, total // PMAX))
     R = total // C                                    # full rows of C elements
-    rows = flat_x[0:R * C].reshape((R, C))
-    rows_o = flat_o[0:R * C].reshape((R, C))
+    flat = [None if t is None else t.reshape((total,)) for t in (x, times, out)]
+    rows = [None if t is None else t[0:R * C].reshape((R, C)) for t in flat]
     tiles = _tiles(R, PMAX)
     for i in nl.affine_range(len(tiles)):
         p0, p1 = tiles[i]
-        t = nl.ndarray((p1 - p0, C), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=rows[p0:p1, :])
-        r = nl.ndarray((p1 - p0, C), dtype=out.dtype, buffer=nl.sbuf)
-        nisa.activation(dst=r, op=op, data=t)
-        nisa.dma_copy(dst=rows_o[p0:p1, :], src=r)
+        _elementwise_tile(*(None if t is None else t[p0:p1, :] for t in rows), op)
     rem = total - R * C
     if rem:
-        t = nl.ndarray((1, rem), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=flat_x[R * C:total].reshape((1, rem)))
-        r = nl.ndarray((1, rem), dtype=out.dtype, buffer=nl.sbuf)
-        nisa.activation(dst=r, op=op, data=t)
-        nisa.dma_copy(dst=flat_o[R * C:total].reshape((1, rem)), src=r)
+        _elementwise_tile(*(None if t is None else t[R * C:total].reshape((1, rem))
+                            for t in flat), op)
+
+
+def _elementwise_tile(x, times, out, op):
+    """One tile: load, ``op`` on the Scalar engine (into fp32 when a product follows, so the
+    result is rounded once), the product on the Vector engine, store."""
+    shape = tuple(x.shape)
+    t = nl.ndarray(shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    r = nl.ndarray(shape, dtype=out.dtype if times is None else nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=r, op=op, data=t)
+    if times is not None:
+        u = nl.ndarray(shape, dtype=times.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=u, src=times)
+        prod = nl.ndarray(shape, dtype=out.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=prod, data1=r, data2=u, op=nl.multiply)
+        r = prod
+    nisa.dma_copy(dst=out, src=r)
 
 
 @nki.jit
@@ -96,6 +106,22 @@ def silu(x):
     """
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     _elementwise(out, x, nl.silu)
+    return out
+
+
+@nki.jit
+def silu_mul(gate, up):
+    """SwiGLU's elementwise half, ``silu(gate) * up``, for two same-shape tensors of any
+    shape (the product rounded once to ``gate``'s dtype; ``silu(gate)`` stays fp32).
+
+    Example:
+        >>> h = silu_mul(gate, up)   # doctest: +SKIP
+    """
+    if tuple(gate.shape) != tuple(up.shape):
+        raise ValueError(f"silu_mul: gate {tuple(gate.shape)} and up {tuple(up.shape)} "
+                         "must have the same shape")
+    out = nl.ndarray(gate.shape, dtype=gate.dtype, buffer=nl.shared_hbm)
+    _elementwise(out, gate, nl.silu, times=up)
     return out
 
 
@@ -208,6 +234,13 @@ def silu_torch(x):
     import torch.nn.functional as F
 
     return F.silu(x.double())
+
+
+def silu_mul_torch(gate, up):
+    """torch reference in float64."""
+    import torch.nn.functional as F
+
+    return F.silu(gate.double()) * up.double()
 
 
 def swiglu_mlp_torch(x, w_gate, w_up, w_down, hidden_dtype=None):

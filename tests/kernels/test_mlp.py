@@ -6,7 +6,16 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from nki.kernels.mlp import gelu, gelu_torch, silu, silu_torch, swiglu_mlp, swiglu_mlp_torch
+from nki.kernels.mlp import (
+    gelu,
+    gelu_torch,
+    silu,
+    silu_mul,
+    silu_mul_torch,
+    silu_torch,
+    swiglu_mlp,
+    swiglu_mlp_torch,
+)
 
 import nki.language as nl
 from nki.testing import check_kernel, parametrize_dtypes, parametrize_shapes, randn
@@ -22,6 +31,19 @@ def test_activation(shape, dtype, name):
     kernel, ref = ACTS[name]
     check_kernel(kernel, ref, randn(shape, dtype, seed=1, std=3.0), backends=NUMBA,
                  reference_as="torch")
+
+
+@parametrize_dtypes("dtype", ["float32", "bfloat16"])
+@parametrize_shapes("shape", [(200, 333), (4096, 64), (7,), (3, 5, 130)])
+def test_silu_mul(shape, dtype):
+    """``silu(gate) * up`` elementwise, tails and bf16 included."""
+    check_kernel(silu_mul, silu_mul_torch, randn(shape, dtype, seed=3, std=3.0),
+                 randn(shape, dtype, seed=4), backends=NUMBA, reference_as="torch")
+
+
+def test_silu_mul_shape_mismatch():
+    with pytest.raises(ValueError, match="same shape"):
+        silu_mul(randn((4, 5), seed=1), randn((5, 4), seed=2))
 
 
 def test_gelu_tanh():
@@ -56,6 +78,8 @@ def test_swiglu_mlp_3d_input():
 def test_mlp_both_backends():
     check_kernel(gelu, gelu_torch, randn((3, 5), seed=7, std=3.0), reference_as="torch")
     check_kernel(silu, silu_torch, randn((3, 5), seed=8, std=3.0), reference_as="torch")
+    check_kernel(silu_mul, silu_mul_torch, randn((3, 5), seed=9, std=3.0),
+                 randn((3, 5), seed=10), reference_as="torch")
     check_kernel(swiglu_mlp, swiglu_mlp_torch, *_mlp_inputs(5, 8, 12, "float32"),
                  reference_as="torch")
 
