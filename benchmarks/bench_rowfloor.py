@@ -113,13 +113,13 @@ def _decode_bf16(src, dst):
 
 @njit(nogil=True)
 def _encode_bf16(src, dst):
-    """fp32 bits -> bf16 bits, round to nearest even, NaN kept quiet (a bf16 destination's
-    rounding), one pass."""
+    """fp32 bits -> bf16 bits, round to nearest even, a NaN the quiet NaN of its sign (a
+    bf16 destination's rounding, ``nki.sim.numerics.f32_to_bf16``), one pass."""
     for r in range(src.shape[0]):
         for i in range(src.shape[1]):
             u = src[r, i]
             if (u & 0x7FFFFFFF) > 0x7F800000:
-                dst[r, i] = np.uint16((u >> 16) | 0x40)
+                dst[r, i] = np.uint16(((u >> 16) & 0x8000) | 0x7FC0)
             else:
                 dst[r, i] = np.uint16((u + 0x7FFF + ((u >> 16) & 1)) >> 16)
 

@@ -14,6 +14,7 @@ from nki.sim.emit.dma import dma_copy
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
     copy_row,
+    float_row,
     float_rows,
     load_f32,
     load_i64,
@@ -45,16 +46,6 @@ def _arith(op):
 
 
 @njit(cache=True, nogil=True)
-def _float_row(m32, mh, is32, off, n, tmp):
-    """Row ``n`` elements at ``off`` as fp32: the fp32 arena's own row, else the bf16 row
-    decoded into ``tmp`` (then the row returned)."""
-    if is32:
-        return m32[off:off + n]
-    nm.bf16_to_f32_into(mh[off:off + n], tmp)
-    return tmp
-
-
-@njit(cache=True, nogil=True)
 def _direct_binary(H, S, PS, irow, L, op):
     """``dst = a op b`` straight in the arenas, row by row, when all three are fp32 or bf16
     rows of one shape and each input is the destination itself or apart from it; False
@@ -76,8 +67,8 @@ def _direct_binary(H, S, PS, irow, L, op):
     tb = np.empty(0 if b32 else dn, np.float32)
     td = np.empty(0 if d32 else dn, np.float32)
     for r in range(dr):
-        a = _float_row(am, ah, a32, ao + r * as_, dn, ta)
-        b = _float_row(bm, bh, b32, bo + r * bs, dn, tb)
+        a = float_row(am, ah, a32, ao + r * as_, dn, ta)
+        b = float_row(bm, bh, b32, bo + r * bs, dn, tb)
         d0 = do + r * ds
         d = dm[d0:d0 + dn] if d32 else td   # both rows are read before d is written
         if a_here:

@@ -493,6 +493,16 @@ def float_rows(H, S, PS, irow, base, L):
 
 
 @njit(cache=True, nogil=True)
+def float_row(m32, mh, is32, off, n, tmp):
+    """Row ``n`` elements at ``off`` of a :func:`float_rows` operand as fp32: the fp32
+    arena's own row, else the bf16 row decoded into ``tmp`` (then the row returned)."""
+    if is32:
+        return m32[off:off + n]
+    nm.bf16_to_f32_into(mh[off:off + n], tmp)
+    return tmp
+
+
+@njit(cache=True, nogil=True)
 def rows_same_or_apart(irow, x, x32, xo, xs, y, y32, yo, ys, rows, n):
     """Whether row operands ``x`` and ``y`` (:func:`float_rows`) may be computed row by row:
     the very same rows, or rows that share no element. Element offsets compare only within
