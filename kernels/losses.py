@@ -81,19 +81,25 @@ def _targets(targets, p0: int, p1: int):
     return _as_float(_target_ints(targets, p0, p1))
 
 
-def _picked(logits, ti, p0: int, p1: int):
+def _row_starts(C: int):
+    """``r * C`` on partition r ([128, 1] int32): where each row of a tile starts in the
+    flattened logits (the same for every row tile; built once)."""
+    starts = nl.ndarray((PMAX, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=starts, pattern=[[0, 1]], offset=0, channel_multiplier=C)
+    return starts
+
+
+def _picked(logits, ti, starts, p0: int, p1: int):
     """``logits[r, targets[r]]`` for the row tile as a [P, 1] fp32 column: one indirect DMA
     of one element per row from the flattened logits. The target is clamped into
     ``[0, C)`` first, so an ``ignore_index`` row reads an element of its own row (its loss is
     zeroed by ``valid`` afterwards) and no index leaves the tile's rows."""
     P = p1 - p0
     N, C = logits.shape
-    clamped = nl.ndarray((P, 1), dtype=nl.int32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=clamped, data=ti, op0=nl.maximum, operand0=0, op1=nl.minimum,
-                       operand1=C - 1)
     idx = nl.ndarray((P, 1), dtype=nl.int32, buffer=nl.sbuf)           # r * C + target
-    nisa.iota(dst=idx, pattern=[[0, 1]], offset=0, channel_multiplier=C)
-    nisa.tensor_tensor(dst=idx, data1=idx, data2=clamped, op=nl.add)    # int32: exact
+    nisa.tensor_scalar(dst=idx, data=ti, op0=nl.maximum, operand0=0, op1=nl.minimum,
+                       operand1=C - 1)
+    nisa.tensor_tensor(dst=idx, data1=idx, data2=starts[0:P, :], op=nl.add)   # int32: exact
     picked = _col(P)
     row_major = logits.reshape((N * C, 1))
     nisa.dma_copy(dst=picked, src=row_major.ap([[1, P], [1, 1]], p0 * C, vector_offset=idx,
@@ -176,13 +182,13 @@ def cross_entropy(logits, targets, ignore_index=-100):
     ones = nl.ndarray((min(N, PMAX), 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=ones, value=1.0)
     acc = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.psum)      # (sum of losses, kept)
+    starts = _row_starts(C)
     rows = _tiles(N, PMAX)
     for t in nl.sequential_range(len(rows)):
         p0, p1 = rows[t]
         P = p1 - p0
         ti = _target_ints(targets, p0, p1)
-        tf = _as_float(ti)
-        picked = _picked(logits, ti, p0, p1)
+        picked = _picked(logits, ti, starts, p0, p1)
         m, l_sum, _ = _logsumexp_pass(logits, p0, p1)
         lse = _col(P)
         nisa.activation(dst=lse, op=nl.log, data=l_sum)
@@ -190,8 +196,8 @@ def cross_entropy(logits, targets, ignore_index=-100):
         nisa.scalar_tensor_tensor(dst=li, data=lse, op0=nl.add, operand0=m,
                                   op1=nl.subtract, operand1=picked)
         lv = nl.ndarray((P, 2), dtype=nl.float32, buffer=nl.sbuf)   # (loss · valid, valid)
-        nisa.tensor_scalar(dst=lv[:, 1:2], data=tf, op0=nl.not_equal,
-                           operand0=float(ignore_index))
+        nisa.tensor_scalar(dst=lv[:, 1:2], data=ti, op0=nl.not_equal,
+                           operand0=float(ignore_index))    # the int targets, exact
         nisa.tensor_tensor(dst=lv[:, 0:1], data1=li, data2=lv[:, 1:2], op=nl.multiply)
         nisa.dma_copy(dst=loss.reshape((N, 1))[p0:p1, :], src=lv[:, 0:1])
         nisa.nc_matmul(dst=acc, stationary=ones[0:P, :], moving=lv, accumulate=t > 0)
