@@ -23,6 +23,7 @@ from nki.sim.emit import emitter, imm
 from nki.sim.helpers import accumulators as acc_state
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
+    DIRECT_ROW_MIN,
     copy_row,
     float_row,
     float_rows,
@@ -298,7 +299,7 @@ def _direct_stt(H, S, PS, irow, frow, L, P):
     d32, dm, dh, do, ds, dr, dn = float_rows(H, S, PS, irow, OP0, L)
     x32, xm, xh, xo, xs, xr, xn = float_rows(H, S, PS, irow, OP1, L)
     u32, um, uh, uo, us, ur, un = float_rows(H, S, PS, irow, OP3, L)
-    if dr == 0 or xr != dr or ur != dr or xn != dn or un != dn or \
+    if dn < DIRECT_ROW_MIN or dr == 0 or xr != dr or ur != dr or xn != dn or un != dn or \
             not rows_same_or_apart(irow, OP1, x32, xo, xs, OP0, d32, do, ds, dr, dn) or \
             not rows_same_or_apart(irow, OP3, u32, uo, us, OP0, d32, do, ds, dr, dn):
         return False

@@ -13,6 +13,7 @@ from nki.sim.emit import emitter, imm
 from nki.sim.emit.dma import dma_copy
 from nki.sim.helpers import alu
 from nki.sim.helpers.memory import (
+    DIRECT_ROW_MIN,
     copy_row,
     float_row,
     float_rows,
@@ -56,7 +57,8 @@ def _direct_binary(H, S, PS, irow, L, op):
     d32, dm, dh, do, ds, dr, dn = float_rows(H, S, PS, irow, OP0, L)
     a32, am, ah, ao, as_, ar, an = float_rows(H, S, PS, irow, OP1, L)
     b32, bm, bh, bo, bs, br, bn = float_rows(H, S, PS, irow, OP2, L)
-    if not _arith(op) or dr == 0 or ar != dr or br != dr or an != dn or bn != dn or \
+    if dn < DIRECT_ROW_MIN or not _arith(op) or dr == 0 or ar != dr or br != dr or \
+            an != dn or bn != dn or \
             not rows_same_or_apart(irow, OP1, a32, ao, as_, OP0, d32, do, ds, dr, dn) or \
             not rows_same_or_apart(irow, OP2, b32, bo, bs, OP0, d32, do, ds, dr, dn):
         return False
@@ -95,7 +97,7 @@ def _direct_scalar(H, S, PS, irow, frow, L):
         return False
     d32, dm, dh, do, ds, dr, dn = float_rows(H, S, PS, irow, OP0, L)
     x32, xm, xh, xo, xs, xr, xn = float_rows(H, S, PS, irow, OP1, L)
-    if dr == 0 or xr != dr or xn != dn or \
+    if dn < DIRECT_ROW_MIN or dr == 0 or xr != dr or xn != dn or \
             not rows_same_or_apart(irow, OP1, x32, xo, xs, OP0, d32, do, ds, dr, dn):
         return False
     x_here = d32 and x32 and same_rows(irow, OP0, do, ds, OP1, xo, xs)
