@@ -258,3 +258,36 @@ def test_a_large_call_leaves_no_arena_behind(backend, monkeypatch, mib, kept):
     del out
     gc.collect()
     assert (arena() is not None) == kept
+
+
+def target_logits(logits, targets, positions_per_batch):
+    """cross_entropy_forward's idiom: each position's target logit gathered by its own DMA,
+    moved by ``.ap(scalar_offset=<one element of the targets tile>)``: one new register per
+    position (thousands), each read by that one DMA only."""
+    n, vocab = logits.shape
+    out = nl.ndarray((n, 1), dtype=logits.dtype, buffer=nl.shared_hbm)
+    batch_targets = nl.ndarray((positions_per_batch, 1), dtype=nl.int32, buffer=nl.sbuf)
+    picked = nl.ndarray((positions_per_batch, 1), dtype=logits.dtype, buffer=nl.sbuf)
+    for b in range(n // positions_per_batch):
+        first = b * positions_per_batch
+        nisa.dma_copy(dst=batch_targets, src=targets[first:first + positions_per_batch])
+        for p in range(positions_per_batch):
+            nisa.dma_copy(dst=picked[p:p + 1, :],
+                          src=logits.ap(pattern=[[vocab, 1], [1, 1]], offset=(first + p) * vocab,
+                                        scalar_offset=batch_targets.ap(pattern=[[1, 1], [1, 1]],
+                                                                       offset=p),
+                                        indirect_dim=1))
+        nisa.dma_copy(dst=out[first:first + positions_per_batch], src=picked)
+    return out
+
+
+def test_more_scalar_offset_registers_than_the_register_file(backend):
+    from nki.lang.control import MAX_REGISTERS
+
+    n, vocab = 61 * 64, 24
+    assert n > MAX_REGISTERS
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((n, vocab)).astype(np.float32)
+    targets = rng.integers(0, vocab, (n, 1)).astype(np.int32)
+    out = nki.jit(target_logits, backend=backend)(logits, targets, 64)
+    np.testing.assert_array_equal(out[:, 0], logits[np.arange(n), targets[:, 0]])
