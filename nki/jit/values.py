@@ -3,9 +3,11 @@
 A kernel often keeps one tile for a value it recomputes every iteration (nki-library's
 cross-entropy allocates ``batch_chunk`` once and reloads it per vocabulary chunk). Between
 a read of such a tile and a later instruction that overwrites all of it without reading it,
-the tile holds no value anyone reads: neuronx-cc, which turns the kernel's reused buffers
-into single values before it allocates (``CompileConfig.non_ssa_legalization``) and colours
-values, not tiles, needs no bytes for it there. Two rules follow, both of a standard
+the tile holds no value anyone reads. neuronx-cc turns the kernel's reused buffers into
+single values before it allocates (our reading of ``CompileConfig.non_ssa_legalization``;
+AWS does not document its allocator's interference rule) and colours values, not tiles, so
+it needs no bytes for the tile there. AWS tuned nki-library's cross-entropy at chunk sizes
+that fit only under these rules. Two rules follow, both of a standard
 interference graph (a value interferes with what is live *after* its definition):
 
 * **dead gaps**: from just after the last read of one value of a tile to just before the
