@@ -105,6 +105,8 @@ CATALOG: dict[str, str] = {
     "(partitions, bytes per partition)",
     "nki_uninitialized_read": "an instruction reads on-chip memory that was never written",
     "nki_runtime_out_of_bounds": "a dynamic access is out of bounds",
+    "nki_register_file_exceeded": "more virtual registers are live at once than the "
+    "simulator's register file holds",
     "nki_loop_budget_exceeded": "a runtime loop ran more iterations than the loop budget "
                                 "allows",
     "nki_not_implemented": "this NKI feature is not implemented by the simulator yet",

@@ -42,6 +42,7 @@ from nki.ir.nodes import Program, TensorDecl
 from nki.ir.target import Target
 from nki.ir.types import Memory
 from nki.jit.liveness import Liveness
+from nki.jit.values import apply_value_liveness
 
 META_KEY = "spills"
 
@@ -158,11 +159,16 @@ def check_capacity(program: Program, target: Target, live: Liveness,
     profile = _profile(program, target, live, exact)
     if profile is None:
         return None
+    dead: dict[int, set[int]] = {}
+    if spill:                      # neuronx-cc allocates values, not tiles (nki/jit/values.py)
+        dead = apply_value_liveness(profile.items, profile.live, live)
+        if int(profile.live.max()) <= profile.capacity:
+            return None
     peak_at = int(np.argmax(profile.live.max(axis=1)))
     peak = int(profile.live[peak_at].max())
     if not spill:
         raise _refusal(program, target, profile, live)
-    spills = _choose_spills(profile, live, target)
+    spills = _choose_spills(profile, live, target, dead)
     plan = SpillPlan(Memory.SBUF, profile.capacity, peak,
                      SpillPoint(peak_at, live.instrs[peak_at].loc), spills)
     _warn(plan, target)
@@ -251,7 +257,8 @@ def _uses(profile: _Profile, live: Liveness) -> tuple[dict, dict]:
     return uses, writes
 
 
-def _choose_spills(profile: _Profile, live: Liveness, target: Target) -> tuple[Spill, ...]:
+def _choose_spills(profile: _Profile, live: Liveness, target: Target,
+                   dead: dict[int, set[int]]) -> tuple[Spill, ...]:
     """Greedy, in program order: at each instruction still over capacity, spill the gap
     between two uses (of a tensor live there but not used by it) whose next use is farthest
     away (Belady's choice), the larger tensor first on ties, until it fits."""
@@ -270,7 +277,7 @@ def _choose_spills(profile: _Profile, live: Liveness, target: Target) -> tuple[S
         while ends and ends[0][0] < i:
             active.discard(heapq.heappop(ends)[1])
         while len(over := profile.over(i)):
-            best = _best_gap(profile, active, uses, gaps, i, over)
+            best = _best_gap(profile, active, uses, gaps, i, over, dead)
             if best is None:
                 resident = [profile.items[k] for k in active
                             if not _spilled_at(profile.items[k], uses, gaps.get(k, ()), i)]
@@ -285,8 +292,9 @@ def _choose_spills(profile: _Profile, live: Liveness, target: Target) -> tuple[S
 
 
 def _best_gap(profile: _Profile, active: set[int], uses: dict, gaps: dict, i: int,
-              over: np.ndarray):
-    """(item, gap number, score) of the best gap to spill at instruction ``i``, or None."""
+              over: np.ndarray, dead: dict[int, set[int]]):
+    """(item, gap number, score) of the best gap to spill at instruction ``i``, or None
+    (a ``dead`` gap holds no value: its bytes are already free)."""
     best = None
     for k in active:
         item = profile.items[k]
@@ -294,7 +302,8 @@ def _best_gap(profile: _Profile, active: set[int], uses: dict, gaps: dict, i: in
         if u is None or not np.isin(item.bands, over).any():
             continue
         gap = bisect.bisect_right(u, i)
-        if gap == 0 or gap == len(u) or u[gap - 1] == i or gap in gaps.get(k, ()):
+        if gap == 0 or gap == len(u) or u[gap - 1] == i or gap in gaps.get(k, ()) or \
+                gap in dead.get(item.decl.id, ()):
             continue
         score = (u[gap], item.nbytes, -item.decl.id)
         if best is None or score > best[2]:

@@ -19,7 +19,9 @@ from nki.jit.allocate import allocate, hbm_footprint
 from nki.jit.args import TensorArg
 from nki.jit.lower import lower
 from nki.jit.races import check_races
+from nki.jit.registers import number_registers
 from nki.jit.reroll import reroll
+from nki.lang.control import MAX_REGISTERS
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import Trace
 from nki.sim.codegen import Generated, generate
@@ -123,6 +125,8 @@ def trace_core(fn, args, kwargs, tensor_args, target: Target, core: int,
     body = trace.body
     if trace.uninit_reads:
         body = insert_fresh_fills(body, set(trace.uninit_reads), trace.tensors)
+    if trace.num_registers:
+        body = number_registers(body, MAX_REGISTERS, trace.register_sites)
     meta = dict(trace.meta, schedule=launch.schedule) if launch.schedule else dict(trace.meta)
     if any(views):
         meta["output_views"] = views

@@ -300,6 +300,7 @@ class Trace:
         instruction also reads what it writes (an accumulating matmul adds to its PSUM), so
         never-written bytes there read as the fresh-tile sentinel, not stale memory."""
         instr = self._stamp(instr, api)
+        _check_not_empty(instr, api)
         post = self._run_use_hooks(instr) if self._use_hooks else ()
         if self.widened:
             name = api or instr.opcode.name.lower()
@@ -469,3 +470,13 @@ def validation(code: str, detail: str, loc: SourceLoc | None = None) -> NkiValid
 
 
 __all__ = ["Trace", "current", "active", "user_loc", "validation", "Opcode"]
+
+
+def _check_not_empty(instr: Instr, api: str) -> None:
+    """An operand view with no elements (``t[0:0]``, ``nl.ds(i, 0)``) may exist, but no
+    instruction may use one."""
+    for role, a, _ in instr.accesses():
+        if any(count == 0 for _, count in a.dims):
+            raise validation("err_tensor_access_out_of_bound",
+                             f"{api or instr.opcode.name.lower()}: operand {role!r} is an "
+                             f"empty view (shape {tuple(c for _, c in a.dims)})", instr.loc)

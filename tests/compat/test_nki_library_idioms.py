@@ -29,18 +29,54 @@ def row_shards(x):
     per = math.ceil(b / n_prgs)
     rows = min(per, b - prg * per)
     if rows > 0:                       # plain Python on trace-time ints, as nki-library does
-        t = nl.ndarray((rows, n), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x[nl.ds(prg * per, rows), :])
-        nisa.activation(dst=t, op=nl.exp, data=t)
-        nisa.dma_copy(dst=out[nl.ds(prg * per, rows), :], src=t)
+        _exp_rows(out[nl.ds(prg * per, rows), :], x[nl.ds(prg * per, rows), :])
     return out
 
 
-@pytest.mark.parametrize("b", [1, 3])
-def test_an_lnc_core_with_no_share_writes_nothing(backend, b):
+def _exp_rows(dst, src):
+    """``dst = exp(src)`` for an HBM view of rows, through one SBUF tile."""
+    t = nl.ndarray(tuple(src.shape), dtype=src.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=src)
+    nisa.activation(dst=t, op=nl.exp, data=t)
+    nisa.dma_copy(dst=dst, src=t)
+
+
+def row_views_first(x):
+    """cross_entropy_forward's sharding: each core takes a view of its rows before looking
+    at how many it got (the last core takes the remainder), so with one row the first core's
+    views are empty; its batch loop then runs zero times."""
+    _, n_prgs, prg = _sharding()
+    b, n = x.shape
+    out = nl.ndarray((b, n), dtype=x.dtype, buffer=nl.shared_hbm)
+    nominal = b // n_prgs
+    rows = b - prg * nominal if prg == n_prgs - 1 else nominal
+    mine, mine_out = x[nl.ds(prg * nominal, rows)], out[nl.ds(prg * nominal, rows)]
+    for start in range(0, rows, 2):
+        size = min(2, rows - start)
+        _exp_rows(mine_out[start:start + size], mine[start:start + size])
+    return out
+
+
+@pytest.mark.parametrize("b", [1, 3, 5])
+@pytest.mark.parametrize("kernel", ["row_shards", "row_views_first"])
+def test_an_lnc_core_with_no_share_writes_nothing(backend, kernel, b):
+    """row_views_first: the core with no rows holds empty views it never uses."""
     x = np.random.default_rng(b).standard_normal((b, 64)).astype(np.float32)
-    out = nki.jit(row_shards, backend=backend)[2](x)
+    out = nki.jit(globals()[kernel], backend=backend)[2](x)
     np.testing.assert_allclose(out, np.exp(x), rtol=1e-5)
+
+
+def copies_an_empty_view(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[0:0], src=x[0:0])
+    return out
+
+
+def test_an_instruction_on_an_empty_view_is_an_error():
+    with pytest.raises(nki.errors.NkiValidationError,
+                       match=r"(?s)err_tensor_access_out_of_bound.*empty view.*"
+                             r"test_nki_library_idioms.py:\d+"):
+        nki.jit(copies_an_empty_view, backend="python")(np.zeros((4, 8), np.float32))
 
 
 def no_core_writes(x):
@@ -258,3 +294,36 @@ def test_a_large_call_leaves_no_arena_behind(backend, monkeypatch, mib, kept):
     del out
     gc.collect()
     assert (arena() is not None) == kept
+
+
+def target_logits(logits, targets, positions_per_batch):
+    """cross_entropy_forward's idiom: each position's target logit gathered by its own DMA,
+    moved by ``.ap(scalar_offset=<one element of the targets tile>)``: one new register per
+    position (thousands), each read by that one DMA only."""
+    n, vocab = logits.shape
+    out = nl.ndarray((n, 1), dtype=logits.dtype, buffer=nl.shared_hbm)
+    batch_targets = nl.ndarray((positions_per_batch, 1), dtype=nl.int32, buffer=nl.sbuf)
+    picked = nl.ndarray((positions_per_batch, 1), dtype=logits.dtype, buffer=nl.sbuf)
+    for b in range(n // positions_per_batch):
+        first = b * positions_per_batch
+        nisa.dma_copy(dst=batch_targets, src=targets[first:first + positions_per_batch])
+        for p in range(positions_per_batch):
+            nisa.dma_copy(dst=picked[p:p + 1, :],
+                          src=logits.ap(pattern=[[vocab, 1], [1, 1]], offset=(first + p) * vocab,
+                                        scalar_offset=batch_targets.ap(pattern=[[1, 1], [1, 1]],
+                                                                       offset=p),
+                                        indirect_dim=1))
+        nisa.dma_copy(dst=out[first:first + positions_per_batch], src=picked)
+    return out
+
+
+def test_more_scalar_offset_registers_than_the_register_file(backend):
+    from nki.lang.control import MAX_REGISTERS
+
+    n, vocab = 61 * 64, 24
+    assert n > MAX_REGISTERS
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((n, vocab)).astype(np.float32)
+    targets = rng.integers(0, vocab, (n, 1)).astype(np.int32)
+    out = nki.jit(target_logits, backend=backend)(logits, targets, 64)
+    np.testing.assert_array_equal(out[:, 0], logits[np.arange(n), targets[:, 0]])

@@ -259,6 +259,8 @@ def _operands_too_big(x):
     nisa.memset(dst=a, value=1.0)
     nisa.memset(dst=b, value=2.0)
     nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)   # 192 KiB at once
+    # a and b are read again, so c cannot take the bytes of either (nki/jit/values.py)
+    nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.subtract)
     _row_sum(out, c)
     return out
 
