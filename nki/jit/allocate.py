@@ -182,14 +182,21 @@ def _place_hbm(program: Program, private_base: int | None) -> tuple[dict, int]:
     placed, top = {}, 0
     for t in program.tensors:
         if t.memory.is_hbm and not _is_core_private(t):
-            placed[t.id] = replace(t, address=(0, top))
+            placed[t.id] = _placed_at(t, (0, top))
             top += _hbm_size(t)
     top = top if private_base is None else max(top, private_base)
     for t in program.tensors:
         if _is_core_private(t):
-            placed[t.id] = replace(t, address=(0, top))
+            placed[t.id] = _placed_at(t, (0, top))
             top += _hbm_size(t)
     return placed, top
+
+
+def _placed_at(t: TensorDecl, address: tuple[int, int]) -> TensorDecl:
+    """``t`` at ``address`` (the constructor, not dataclasses.replace: once per tile
+    instance of the unrolled trace)."""
+    return TensorDecl(t.id, t.name, t.memory, t.shape, t.dtype, t.role, t.loc, address,
+                      t.user_address, t.site)
 
 
 def allocate(program: Program, target: Target, private_base: int | None = None, *,
@@ -222,7 +229,7 @@ def allocate(program: Program, target: Target, private_base: int | None = None, 
     outside = [program.tensor(t) for t in sorted(spilled)]
     for memory in (Memory.SBUF, Memory.PSUM):
         offsets, failed = _pack(program, target, memory, ranges, exact, spilled)
-        placed.update((t, replace(program.tensor(t), address=(0, a))) for t, a in
+        placed.update((t, _placed_at(program.tensor(t), (0, a))) for t, a in
                       offsets.items())
         if failed and memory is Memory.PSUM:
             raise _capacity_error(program, failed[0], target)
@@ -230,7 +237,7 @@ def allocate(program: Program, target: Target, private_base: int | None = None, 
             _warn_fragmented(program, target, failed)
             outside += [program.tensor(t) for t, _ in failed]
     pages, npages = _overflow_pages(outside, ranges, target)
-    placed.update((t, replace(program.tensor(t), address=a)) for t, a in pages.items())
+    placed.update((t, _placed_at(program.tensor(t), a)) for t, a in pages.items())
     tensors = tuple(placed.get(t.id, t) for t in program.tensors)
     meta = (("hbm_bytes", hbm_top), (ROWS_KEY, target.pmax * (1 + npages)))
     if plan is not None:

@@ -67,8 +67,9 @@ def _unify_operand(ops: list, slot: int, inputs: frozenset):
             raise _NoFoldError
         if o.tensor != first.tensor and (o.tensor in inputs or first.tensor in inputs):
             raise _NoFoldError
-    return replace(first, offset=_progression([o.offset for o in ops], slot),
-                   instance=_instances(ops, slot))
+    # the constructor, not dataclasses.replace: called per operand of every unrolled instruction
+    return Placed(first.tensor, first.space, first.dtype,
+                  _progression([o.offset for o in ops], slot), first.dims, _instances(ops, slot))
 
 
 def _instances(ops: list, slot: int):
@@ -112,7 +113,8 @@ def _unify_instr(instrs: list[Instr], slot: int, inputs: frozenset) -> Instr:
             out.append((role, _unify_operand([r[j][1] for r in rows], slot, inputs)))
         return tuple(out)
 
-    return replace(first, writes=group("writes"), reads=group("reads"))
+    return Instr(first.opcode, group("writes"), group("reads"), first.attrs, first.loc,
+                 first.name, first.hints)
 
 
 def _unify(stmts: list[Stmt], slot: int, inputs: frozenset) -> Stmt:
