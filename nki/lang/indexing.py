@@ -88,6 +88,9 @@ def _dynamic_index(t: NkiTensor, d: int, k, size: int, count: int = 1):
 def index_view(t: NkiTensor, key) -> NkiTensor:
     """``t[key]`` with NKI's rules for ints, slices, ``nl.ds``, negatives and ``...``; a
     register (or ``nl.ds(register, n)``) moves the view at run time."""
+    view = _tile_slices(t, key)
+    if view is not None:
+        return view
     key = _normalize_key(t, key)
     part, off = t._part, t._off
     dims: list[tuple[int, int]] = []
@@ -129,6 +132,40 @@ def index_view(t: NkiTensor, key) -> NkiTensor:
     if not dims:
         dims.append((1, 1))
     return t._new(tuple(dims), off=off, part=part)
+
+
+def _tile_slices(t: NkiTensor, key) -> NkiTensor | None:
+    """``t[a:b, c:d, ...]``, one in-bounds, non-empty, unit-step slice of non-negative ints
+    per dim (how kernels cut tiles, once per tile per iteration), without the general
+    path's per-dim dispatch; None for any other key (the general path decides, and raises)."""
+    dims = t._dims
+    if type(key) is not tuple or len(key) != len(dims):
+        return None
+    part, off = t._part, t._off
+    on_chip = t._decl.memory.on_chip
+    out = []
+    for d, k in enumerate(key):
+        if type(k) is not slice or k.step is not None:
+            return None
+        stride, size = dims[d]
+        start, stop = k.start, k.stop
+        if start is None:
+            start = 0
+        elif type(start) is not int or start < 0:
+            return None
+        if stop is None:
+            stop = size
+        elif type(stop) is not int:
+            return None
+        if not start < stop <= size:
+            return None
+        if on_chip and d == 0:
+            part += start
+            out.append((1, stop - start))
+        else:
+            off += start * stride
+            out.append((stride, stop - start))
+    return t._new(tuple(out), off=off, part=part)
 
 
 # for plain keys (ints and slices of them): nothing of the user's runs inside
