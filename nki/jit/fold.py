@@ -116,11 +116,12 @@ def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool
     while i < len(stmts):
         k, reps = _best_run(sigs, i, where)
         loop = None
+        # shifted once: a shorter run retried is a prefix of the same blocks
+        blocks = [[shift_slots(s, slot) for s in stmts[i + j * k:i + (j + 1) * k]]
+                  for j in range(reps)] if reps >= 2 else []
         while reps >= 2 and loop is None:
-            blocks = [[shift_slots(s, slot) for s in stmts[i + j * k:i + (j + 1) * k]]
-                      for j in range(reps)]
             try:
-                loop = make_loop(blocks, slot)
+                loop = make_loop(blocks[:reps], slot)
             except Exception:  # offsets not affine in the iteration: try a shorter run
                 reps -= 1
         if loop is not None:

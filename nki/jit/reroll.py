@@ -42,12 +42,13 @@ def _progression(values: list[Affine], slot: int) -> Affine:
     first = values[0]
     if len(values) == 1:
         return first
-    step = values[1] - first
-    if not step.is_const:
+    # v == first + t*d, compared without building the Affines (called per operand of
+    # every unrolled instruction); terms are canonical (sorted, no zero coefficients), so
+    # the step is a constant exactly when the terms are equal
+    c0, terms = first.const, first.terms
+    if values[1].terms != terms:
         raise _NoFoldError
-    # v == first + t*step, compared without building the Affines (called per operand of
-    # every unrolled instruction)
-    d, c0, terms = step.const, first.const, first.terms
+    d = values[1].const - c0
     for t, v in enumerate(values):
         if v.terms != terms or v.const != c0 + d * t:
             raise _NoFoldError
