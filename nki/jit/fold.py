@@ -22,9 +22,13 @@ MAX_PERIOD = 256
 def signature(stmt) -> tuple:
     """What must be equal for two statements to be instances of one loop body statement."""
     if isinstance(stmt, Instr):
-        ops = tuple((role, a.space, a.dtype.code, a.dims) if isinstance(a, Placed) else
-                    (role, id(a)) for role, a, _ in stmt.accesses())
-        return ("i", stmt.opcode, stmt.attrs, loop_hints(stmt.hints), ops)
+        # list comprehensions over writes then reads (what accesses() lists), no generator
+        # objects: asked about every instruction at each nesting level it is folded at
+        ops = [(role, a.space, a.dtype.code, a.dims) if type(a) is Placed else (role, id(a))
+               for role, a in stmt.writes]
+        ops += [(role, a.space, a.dtype.code, a.dims) if type(a) is Placed else (role, id(a))
+                for role, a in stmt.reads]
+        return ("i", stmt.opcode, stmt.attrs, loop_hints(stmt.hints), tuple(ops))
     if isinstance(stmt, Loop):
         return ("l", stmt.slot, tuple(signature(s) for s in stmt.body))
     return ("r", id(stmt))
@@ -99,7 +103,9 @@ class _Codes:
         # a loop by its body's codes: equal exactly when the bodies' signatures are
         sig = ("l", stmt.slot, tuple([self(s) for s in stmt.body])) \
             if isinstance(stmt, Loop) else signature(stmt)
-        code = self.of_sig.setdefault(sig, len(self.of_sig))
+        code = self.of_sig.get(sig)
+        if code is None:
+            code = self.of_sig[sig] = len(self.of_sig)
         self.of_stmt[id(stmt)] = (stmt, code)
         return code
 
