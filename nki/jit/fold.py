@@ -140,9 +140,27 @@ def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool
     return out, changed
 
 
+def _may_repeat(stmts: list) -> bool:
+    """Whether two statements could have equal signatures (a run needs two): keys that
+    equal signatures always share. Most loop bodies (a recorded iteration: load, load,
+    matmul) have none, and are then not signed at all."""
+    seen = set()
+    for s in stmts:
+        if isinstance(s, Instr):
+            key = (s.opcode, s.writes[0][1].dims if s.writes else None)
+        elif isinstance(s, Loop):
+            key = ("l", s.slot)
+        else:
+            key = ("r", id(s))
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
 def fold_plain_loops(stmts: list, slot: int, make_loop) -> list:
     """Fold every periodic run at this nesting level, repeatedly (inner loops first)."""
-    if any(isinstance(s, RecordedLoop) for s in stmts):
+    if any(isinstance(s, RecordedLoop) for s in stmts) or not _may_repeat(stmts):
         return stmts
     changed, codes = True, _Codes()
     while changed and len(stmts) > 1:

@@ -14,13 +14,18 @@ class _Placer:
     """``Access`` -> ``Placed`` for one program: each tensor's memory and address looked up
     once, not per operand (lowering places every operand of every unrolled instruction)."""
 
-    __slots__ = ("_by_id", "_pitch", "_where")
+    __slots__ = ("_by_id", "_pitch", "_where", "_done")
 
     def __init__(self, program: Program, target: Target):
         self._by_id = program._by_id()
         self._pitch = {m: target.arena_pitch(m) for m in {t.memory for t in program.tensors}
                        if m.on_chip}
         self._where: dict[int, tuple] = {}
+        # id(Access) -> (the Access, its Placed): a tile's handle keeps one Access, which
+        # several instructions share (a load's dst is the matmul's stationary; a PSUM
+        # accumulator is every matmul's dst), so each is placed once. The Access is kept
+        # so that its id is not reused while this placer lives.
+        self._done: dict[int, tuple[Access, Placed]] = {}
 
     def _tensor(self, tid: int) -> tuple:
         """(memory, pitch in bytes or 0 in HBM, first partition, byte offset)."""
@@ -33,6 +38,14 @@ class _Placer:
         return where
 
     def __call__(self, acc: Access) -> Placed:
+        done = self._done.get(id(acc))
+        if done is not None and done[0] is acc:
+            return done[1]
+        placed = self._place(acc)
+        self._done[id(acc)] = (acc, placed)
+        return placed
+
+    def _place(self, acc: Access) -> Placed:
         memory, pitch, part0, byte0 = self._tensor(acc.tensor)
         isz = acc.dtype.itemsize
         if not pitch:
