@@ -115,8 +115,8 @@ def _pack(program: Program, target: Target, memory: Memory, ranges: Ranges, exac
           skip: frozenset[int]) -> tuple[dict[int, int], list[tuple[int, list[int]]]]:
     """First fit on our ranges; if some tensor does not fit, first fit on exact ranges,
     kept when it places more. Returns offsets and the failures of the packing kept."""
-    decls = [program.tensor(t) for t in ranges]
-    decls = [d for d in decls if d.memory is memory]
+    by_id = program._by_id()     # a dict, not program.tensor() per tile instance
+    decls = [d for d in (by_id[t] for t in ranges) if d.memory is memory]
     users = [d for d in decls if d.user_address]
     autos = [d for d in decls if not d.user_address and d.id not in skip]
     size = (target.sbuf_bytes_per_partition if memory is Memory.SBUF
@@ -223,14 +223,14 @@ def allocate(program: Program, target: Target, private_base: int | None = None, 
     plan = check_capacity(program, target, live, exact, spill=spill)
     spilled = plan.tensor_ids if plan else frozenset()
     placed, hbm_top = _place_hbm(program, private_base)
+    by_id = program._by_id()     # a dict, not program.tensor() per tile instance
     for t in ranges:
-        if program.tensor(t).user_address:
-            placed[t] = program.tensor(t)
-    outside = [program.tensor(t) for t in sorted(spilled)]
+        if by_id[t].user_address:
+            placed[t] = by_id[t]
+    outside = [by_id[t] for t in sorted(spilled)]
     for memory in (Memory.SBUF, Memory.PSUM):
         offsets, failed = _pack(program, target, memory, ranges, exact, spilled)
-        placed.update((t, _placed_at(program.tensor(t), (0, a))) for t, a in
-                      offsets.items())
+        placed.update([(t, _placed_at(by_id[t], (0, a))) for t, a in offsets.items()])
         if failed and memory is Memory.PSUM:
             raise _capacity_error(program, failed[0], target)
         if failed:

@@ -93,6 +93,9 @@ class Liveness:
         self.instrs.append(stmt)
 
     def note_write(self, instr: Instr, role: str, acc: Access, frame: Frame) -> None:
+        if not self.dyn:       # no runtime loop entered yet: none is around this write
+            self.written_in[acc.tensor] = -1
+            return
         loops = [lp for lp, _ in frame if lp in self.dyn]
         loop = loops[-1] if loops and plain_write(instr, role, acc) else -1
         if self.written_in.setdefault(acc.tensor, loop) != loop:
