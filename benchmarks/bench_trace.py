@@ -38,6 +38,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 MATMULS = ("nki_matmul_tiled_", "nki_matmul_hoist_load_", "nki_matmul_block_free_dimension_",
            "nki_matmul_fully_optimized_")
 FLASH = "flash_attention 1x8x4096x128 causal bf16"
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HOIST_FIX = ("res_sb = nl.ndarray(shape=(TILE_M, TILE_N), dtype=nl.float32, buffer=nl.sbuf)",
               "res_sb = nl.ndarray(shape=(TILE_M, TILE_N), dtype=result.dtype, buffer=nl.sbuf)")
 
@@ -134,8 +135,9 @@ def child(name: str, samples: str) -> dict:
 
 def _run(name: str, samples: str, probe_env, nki_root: str) -> dict:
     """One case in a new process with an empty cache folder (``nki_root``: the checkout
-    whose nki it imports, else this process's)."""
-    extra = {"PYTHONPATH": nki_root} if nki_root else {}
+    whose nki it imports, else this script's own checkout: the child's first path entry is
+    benchmarks/, so without it the child would import whichever nki is installed)."""
+    extra = {"PYTHONPATH": nki_root or _CHECKOUT}
     with tempfile.TemporaryDirectory() as cache:
         done = subprocess.run([sys.executable, __file__, "--child", name, "--samples",
                                samples], capture_output=True, text=True,

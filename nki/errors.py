@@ -18,7 +18,10 @@ import linecache
 import os
 from dataclasses import dataclass
 
+from nki._frozen import fast_init
 
+
+@fast_init
 @dataclass(frozen=True)
 class SourceLoc:
     """Where in the user's source an IR node came from."""

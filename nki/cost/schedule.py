@@ -317,13 +317,14 @@ class CoreScheduler:
 
 
 # From how many executed instructions "auto" takes the compiled loop. The Python loop costs
-# ~11 us an instruction, the compiled one well under 1 us once loaded, and its first call in
-# a process ~0.5 s (Numba's CPU target and cached code; measured on flash attention S=4096,
-# 20 114 instructions: Python 0.22 s, compiled 0.3-0.55 s cold as the machine's load varies,
-# 0.017 s warm). So a process that has not loaded it yet waits for 30 000 instructions, the
-# low end of the break-even, before it does.
+# 11-40 us an instruction, the compiled one well under 1 us once loaded, and its first call
+# in a process 0.2-0.55 s (Numba's CPU target and cached code). Measured on flash attention
+# S=4096, 20 114 instructions: on a Zen 5, Python 0.22 s, compiled 0.3-0.55 s cold as the
+# machine's load varies, 0.017 s warm; on a loaded AVX2 AMD EPYC (CPU time), Python 0.80 s,
+# compiled 0.20 s cold. The break-even lies between ~5 000 and ~50 000 instructions by
+# machine; a process that has not loaded the loop yet takes it from 20 000, as one that has.
 FAST_THRESHOLD = 20_000
-COLD_FAST_THRESHOLD = 30_000
+COLD_FAST_THRESHOLD = 20_000
 
 
 def _fast_loaded() -> bool:

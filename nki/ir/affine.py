@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from nki._frozen import fast_init
 
+
+@fast_init
 @dataclass(frozen=True)
 class Affine:
     """``const + sum(coef * i_slot for slot, coef in terms)``; terms sorted, no zero coefs."""

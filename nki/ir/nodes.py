@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Union
 
+from nki._frozen import fast_init
 from nki.errors import SourceLoc
 from nki.ir.affine import Affine
 from nki.ir.ops import Alu, Engine, LoopKind, Opcode
@@ -22,6 +23,7 @@ from nki.ir.types import DType, Memory
 MAX_DIMS = 5
 
 
+@fast_init
 @dataclass(frozen=True)
 class TensorDecl:
     """One tensor instance (an allocation, a kernel parameter, or a constant).
@@ -50,6 +52,12 @@ class TensorDecl:
     address: tuple[int, int] | None = None
     user_address: bool = False
     site: tuple = ()
+
+    def __reduce__(self):
+        # pickled as its fields in order, not as a dict of them: a trace holds one decl per
+        # tile instance (~10^5), and the program cache pickles every one
+        return (TensorDecl, (self.id, self.name, self.memory, self.shape, self.dtype,
+                             self.role, self.loc, self.address, self.user_address, self.site))
 
     @property
     def partitions(self) -> int:
@@ -80,6 +88,7 @@ class TensorDecl:
 _ASSIGNED = re.compile(r"\s*([A-Za-z_]\w*)\s*(:[^=]*)?=[^=]")
 
 
+@fast_init
 @dataclass(frozen=True)
 class Access:
     """A strided window of a tensor, as an instruction operand.
@@ -115,6 +124,7 @@ class Access:
         return replace(self, offset=offset, partition=partition)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Placed:
     """An operand after placement: an affine element offset into one memory space viewed as
@@ -156,6 +166,7 @@ class Placed:
                 and self.dims == other.dims)
 
 
+@fast_init
 @dataclass(frozen=True)
 class FreshInstance:
     """An operand's instance where instance ids are not affine in the loop slots: a new
@@ -185,6 +196,7 @@ def install_depends_on_rule(rule: Callable[[Instr, tuple, Any], None]) -> None:
     _DEPENDS_ON[:] = [rule]
 
 
+@fast_init
 @dataclass(frozen=True)
 class Instr:
     """One instruction. Operands are named by role; ``attrs`` are the typed static attributes
@@ -296,6 +308,7 @@ def same_hints(a: tuple, b: tuple) -> bool:
     return a == b or loop_hints(a) == loop_hints(b)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Loop:
     """``for i_slot in range(trip): body``. Start and step are folded into the body's affine

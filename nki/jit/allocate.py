@@ -115,8 +115,8 @@ def _pack(program: Program, target: Target, memory: Memory, ranges: Ranges, exac
           skip: frozenset[int]) -> tuple[dict[int, int], list[tuple[int, list[int]]]]:
     """First fit on our ranges; if some tensor does not fit, first fit on exact ranges,
     kept when it places more. Returns offsets and the failures of the packing kept."""
-    decls = [program.tensor(t) for t in ranges]
-    decls = [d for d in decls if d.memory is memory]
+    by_id = program._by_id()     # a dict, not program.tensor() per tile instance
+    decls = [d for d in (by_id[t] for t in ranges) if d.memory is memory]
     users = [d for d in decls if d.user_address]
     autos = [d for d in decls if not d.user_address and d.id not in skip]
     size = (target.sbuf_bytes_per_partition if memory is Memory.SBUF
@@ -182,14 +182,21 @@ def _place_hbm(program: Program, private_base: int | None) -> tuple[dict, int]:
     placed, top = {}, 0
     for t in program.tensors:
         if t.memory.is_hbm and not _is_core_private(t):
-            placed[t.id] = replace(t, address=(0, top))
+            placed[t.id] = _placed_at(t, (0, top))
             top += _hbm_size(t)
     top = top if private_base is None else max(top, private_base)
     for t in program.tensors:
         if _is_core_private(t):
-            placed[t.id] = replace(t, address=(0, top))
+            placed[t.id] = _placed_at(t, (0, top))
             top += _hbm_size(t)
     return placed, top
+
+
+def _placed_at(t: TensorDecl, address: tuple[int, int]) -> TensorDecl:
+    """``t`` at ``address`` (the constructor, not dataclasses.replace: once per tile
+    instance of the unrolled trace)."""
+    return TensorDecl(t.id, t.name, t.memory, t.shape, t.dtype, t.role, t.loc, address,
+                      t.user_address, t.site)
 
 
 def allocate(program: Program, target: Target, private_base: int | None = None, *,
@@ -216,21 +223,21 @@ def allocate(program: Program, target: Target, private_base: int | None = None, 
     plan = check_capacity(program, target, live, exact, spill=spill)
     spilled = plan.tensor_ids if plan else frozenset()
     placed, hbm_top = _place_hbm(program, private_base)
+    by_id = program._by_id()     # a dict, not program.tensor() per tile instance
     for t in ranges:
-        if program.tensor(t).user_address:
-            placed[t] = program.tensor(t)
-    outside = [program.tensor(t) for t in sorted(spilled)]
+        if by_id[t].user_address:
+            placed[t] = by_id[t]
+    outside = [by_id[t] for t in sorted(spilled)]
     for memory in (Memory.SBUF, Memory.PSUM):
         offsets, failed = _pack(program, target, memory, ranges, exact, spilled)
-        placed.update((t, replace(program.tensor(t), address=(0, a))) for t, a in
-                      offsets.items())
+        placed.update([(t, _placed_at(by_id[t], (0, a))) for t, a in offsets.items()])
         if failed and memory is Memory.PSUM:
             raise _capacity_error(program, failed[0], target)
         if failed:
             _warn_fragmented(program, target, failed)
             outside += [program.tensor(t) for t, _ in failed]
     pages, npages = _overflow_pages(outside, ranges, target)
-    placed.update((t, replace(program.tensor(t), address=a)) for t, a in pages.items())
+    placed.update((t, _placed_at(program.tensor(t), a)) for t, a in pages.items())
     tensors = tuple(placed.get(t.id, t) for t in program.tensors)
     meta = (("hbm_bytes", hbm_top), (ROWS_KEY, target.pmax * (1 + npages)))
     if plan is not None:

@@ -180,8 +180,9 @@ def _profile(program: Program, target: Target, live: Liveness,
     """The live-bytes profile, or None when it never exceeds the capacity (the common case:
     decided with a few array operations, whatever the number of tensors)."""
     cap = target.sbuf_bytes_per_partition
-    decls = [program.tensor(t) for t in exact]
-    decls = [d for d in decls if d.memory is Memory.SBUF and d.bytes_per_partition > 0]
+    by_id = program._by_id()     # a dict, not program.tensor() per tile instance
+    decls = [d for d in (by_id[t] for t in exact)
+             if d.memory is Memory.SBUF and d.bytes_per_partition > 0]
     if not decls or not live.frames:
         return None
     spans = [_partitions(d) for d in decls]

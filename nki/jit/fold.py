@@ -22,9 +22,13 @@ MAX_PERIOD = 256
 def signature(stmt) -> tuple:
     """What must be equal for two statements to be instances of one loop body statement."""
     if isinstance(stmt, Instr):
-        ops = tuple((role, a.space, a.dtype.code, a.dims) if isinstance(a, Placed) else
-                    (role, id(a)) for role, a, _ in stmt.accesses())
-        return ("i", stmt.opcode, stmt.attrs, loop_hints(stmt.hints), ops)
+        # list comprehensions over writes then reads (what accesses() lists), no generator
+        # objects: asked about every instruction at each nesting level it is folded at
+        ops = [(role, a.space, a.dtype.code, a.dims) if type(a) is Placed else (role, id(a))
+               for role, a in stmt.writes]
+        ops += [(role, a.space, a.dtype.code, a.dims) if type(a) is Placed else (role, id(a))
+                for role, a in stmt.reads]
+        return ("i", stmt.opcode, stmt.attrs, loop_hints(stmt.hints), tuple(ops))
     if isinstance(stmt, Loop):
         return ("l", stmt.slot, tuple(signature(s) for s in stmt.body))
     return ("r", id(stmt))
@@ -99,7 +103,9 @@ class _Codes:
         # a loop by its body's codes: equal exactly when the bodies' signatures are
         sig = ("l", stmt.slot, tuple([self(s) for s in stmt.body])) \
             if isinstance(stmt, Loop) else signature(stmt)
-        code = self.of_sig.setdefault(sig, len(self.of_sig))
+        code = self.of_sig.get(sig)
+        if code is None:
+            code = self.of_sig[sig] = len(self.of_sig)
         self.of_stmt[id(stmt)] = (stmt, code)
         return code
 
@@ -116,11 +122,12 @@ def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool
     while i < len(stmts):
         k, reps = _best_run(sigs, i, where)
         loop = None
+        # shifted once: a shorter run retried is a prefix of the same blocks
+        blocks = [[shift_slots(s, slot) for s in stmts[i + j * k:i + (j + 1) * k]]
+                  for j in range(reps)] if reps >= 2 else []
         while reps >= 2 and loop is None:
-            blocks = [[shift_slots(s, slot) for s in stmts[i + j * k:i + (j + 1) * k]]
-                      for j in range(reps)]
             try:
-                loop = make_loop(blocks, slot)
+                loop = make_loop(blocks[:reps], slot)
             except Exception:  # offsets not affine in the iteration: try a shorter run
                 reps -= 1
         if loop is not None:
@@ -133,9 +140,27 @@ def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool
     return out, changed
 
 
+def _may_repeat(stmts: list) -> bool:
+    """Whether two statements could have equal signatures (a run needs two): keys that
+    equal signatures always share. Most loop bodies (a recorded iteration: load, load,
+    matmul) have none, and are then not signed at all."""
+    seen = set()
+    for s in stmts:
+        if isinstance(s, Instr):
+            key = (s.opcode, s.writes[0][1].dims if s.writes else None)
+        elif isinstance(s, Loop):
+            key = ("l", s.slot)
+        else:
+            key = ("r", id(s))
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
 def fold_plain_loops(stmts: list, slot: int, make_loop) -> list:
     """Fold every periodic run at this nesting level, repeatedly (inner loops first)."""
-    if any(isinstance(s, RecordedLoop) for s in stmts):
+    if any(isinstance(s, RecordedLoop) for s in stmts) or not _may_repeat(stmts):
         return stmts
     changed, codes = True, _Codes()
     while changed and len(stmts) > 1:

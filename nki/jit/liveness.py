@@ -74,20 +74,28 @@ class Liveness:
                     self.visit(stmt.body, frame + ((loop, 0),))
                 self.spans[loop][1] = len(self.frames) - 1
             elif isinstance(stmt, Instr):
-                index = len(self.frames)
-                in_dyn = bool(self.dyn) and any(lp in self.dyn for lp, _ in frame)
-                for role, acc, is_write in stmt.accesses():
-                    if in_dyn and is_write and acc.tensor not in self.uses and \
-                            overwrites_whole(stmt, role, acc, self.decls.get(acc.tensor)):
-                        self.fresh.add(acc.tensor)
-                    if is_write:
-                        self.note_write(stmt, role, acc, frame)
-                    lo, hi = self.uses.get(acc.tensor, (index, index))
-                    self.uses[acc.tensor] = (min(lo, index), max(hi, index))
-                self.frames.append(frame)
-                self.instrs.append(stmt)
+                self.visit_instr(stmt, frame)
+
+    def visit_instr(self, stmt: Instr, frame: Frame) -> None:
+        index = len(self.frames)
+        in_dyn = bool(self.dyn) and any(lp in self.dyn for lp, _ in frame)
+        uses = self.uses
+        for role, acc in stmt.writes:
+            if in_dyn and acc.tensor not in uses and \
+                    overwrites_whole(stmt, role, acc, self.decls.get(acc.tensor)):
+                self.fresh.add(acc.tensor)
+            self.note_write(stmt, role, acc, frame)
+            # indexes only grow: the first use is kept, the last is this one
+            uses[acc.tensor] = (uses.get(acc.tensor, (index,))[0], index)
+        for _, acc in stmt.reads:
+            uses[acc.tensor] = (uses.get(acc.tensor, (index,))[0], index)
+        self.frames.append(frame)
+        self.instrs.append(stmt)
 
     def note_write(self, instr: Instr, role: str, acc: Access, frame: Frame) -> None:
+        if not self.dyn:       # no runtime loop entered yet: none is around this write
+            self.written_in[acc.tensor] = -1
+            return
         loops = [lp for lp, _ in frame if lp in self.dyn]
         loop = loops[-1] if loops and plain_write(instr, role, acc) else -1
         if self.written_in.setdefault(acc.tensor, loop) != loop:

@@ -42,12 +42,13 @@ def _progression(values: list[Affine], slot: int) -> Affine:
     first = values[0]
     if len(values) == 1:
         return first
-    step = values[1] - first
-    if not step.is_const:
+    # v == first + t*d, compared without building the Affines (called per operand of
+    # every unrolled instruction); terms are canonical (sorted, no zero coefficients), so
+    # the step is a constant exactly when the terms are equal
+    c0, terms = first.const, first.terms
+    if values[1].terms != terms:
         raise _NoFoldError
-    # v == first + t*step, compared without building the Affines (called per operand of
-    # every unrolled instruction)
-    d, c0, terms = step.const, first.const, first.terms
+    d = values[1].const - c0
     for t, v in enumerate(values):
         if v.terms != terms or v.const != c0 + d * t:
             raise _NoFoldError
@@ -67,8 +68,9 @@ def _unify_operand(ops: list, slot: int, inputs: frozenset):
             raise _NoFoldError
         if o.tensor != first.tensor and (o.tensor in inputs or first.tensor in inputs):
             raise _NoFoldError
-    return replace(first, offset=_progression([o.offset for o in ops], slot),
-                   instance=_instances(ops, slot))
+    # the constructor, not dataclasses.replace: called per operand of every unrolled instruction
+    return Placed(first.tensor, first.space, first.dtype,
+                  _progression([o.offset for o in ops], slot), first.dims, _instances(ops, slot))
 
 
 def _instances(ops: list, slot: int):
@@ -112,7 +114,8 @@ def _unify_instr(instrs: list[Instr], slot: int, inputs: frozenset) -> Instr:
             out.append((role, _unify_operand([r[j][1] for r in rows], slot, inputs)))
         return tuple(out)
 
-    return replace(first, writes=group("writes"), reads=group("reads"))
+    return Instr(first.opcode, group("writes"), group("reads"), first.attrs, first.loc,
+                 first.name, first.hints)
 
 
 def _unify(stmts: list[Stmt], slot: int, inputs: frozenset) -> Stmt:

@@ -90,6 +90,8 @@ def acc(t: NkiTensor) -> Access:
 
 
 def dtype_of(value) -> DType:
+    if type(value) is DType:     # the usual case: no import statement per call
+        return value
     from nki.lang.indexing import as_dtype
 
     return as_dtype(value)

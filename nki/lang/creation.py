@@ -33,11 +33,12 @@ def _create(call: Call, shape, dtype, buffer, name: str, address=None) -> NkiTen
     mem = _buffer(call, buffer)
     dt = dtype_of(dtype)
     try:
-        shape = tuple(int(s) for s in shape)
+        shape = tuple([int(s) for s in shape])
     except TypeError:
         shape = (int(shape),)
-    if any(s <= 0 for s in shape):
-        raise call.error("nki_shape_mismatch", f"shape {shape} must be positive")
+    for s in shape:     # a loop, not any(genexpr): once per tile of every iteration
+        if s <= 0:
+            raise call.error("nki_shape_mismatch", f"shape {shape} must be positive")
     if mem.on_chip:
         if len(shape) < 2:
             raise call.error("nki_shape_mismatch", f"on-chip tensors need at least 2 dims "

@@ -87,6 +87,9 @@ def _dynamic_index(t: NkiTensor, d: int, k, size: int, count: int = 1):
 def index_view(t: NkiTensor, key) -> NkiTensor:
     """``t[key]`` with NKI's rules for ints, slices, ``nl.ds``, negatives and ``...``; a
     register (or ``nl.ds(register, n)``) moves the view at run time."""
+    view = _tile_slices(t, key)
+    if view is not None:
+        return view
     key = _normalize_key(t, key)
     part, off = t._part, t._off
     dims: list[tuple[int, int]] = []
@@ -128,6 +131,60 @@ def index_view(t: NkiTensor, key) -> NkiTensor:
     if not dims:
         dims.append((1, 1))
     return t._new(tuple(dims), off=off, part=part)
+
+
+def _tile_slices(t: NkiTensor, key) -> NkiTensor | None:
+    """``t[a:b, i, ...]``: per dim an in-bounds, non-empty, unit-step slice of non-negative
+    ints or a non-negative int in bounds, at most one per dim (how kernels cut tiles, once
+    per tile per iteration), the general path's result without its per-dim dispatch; None
+    for any other key (the general path decides, and raises)."""
+    dims = t._dims
+    if type(key) is not tuple:
+        key = (key,)
+    if len(key) > len(dims):
+        return None
+    part, off = t._part, t._off
+    on_chip = t._decl.memory.on_chip
+    out = []
+    dropped_free = False
+    for d, (stride, size) in enumerate(dims):
+        k = key[d] if d < len(key) else _ALL
+        kind = type(k)
+        if kind is int:
+            if not 0 <= k < size:
+                return None
+            if on_chip and d == 0:
+                part += k
+                out.append((1, 1))       # an int on the partition dim keeps it
+            else:
+                off += k * stride
+                dropped_free = True
+            continue
+        if kind is not slice or k.step is not None:
+            return None
+        start, stop = k.start, k.stop
+        if start is None:
+            start = 0
+        elif type(start) is not int or start < 0:
+            return None
+        if stop is None:
+            stop = size
+        elif type(stop) is not int:
+            return None
+        if not start < stop <= size:
+            return None
+        if on_chip and d == 0:
+            part += start
+            out.append((1, stop - start))
+        else:
+            off += start * stride
+            out.append((stride, stop - start))
+    if (on_chip and len(out) < 2 and dropped_free) or not out:
+        out.append((1, 1))               # on-chip views stay at least 2-D
+    return t._new(tuple(out), off=off, part=part)
+
+
+_ALL = slice(None)
 
 
 # for plain keys (ints and slices of them): nothing of the user's runs inside

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import warnings
 from collections.abc import Callable
 
@@ -144,14 +145,24 @@ def _rules_for(api: str) -> list:
     return [o.rewrite for o in OLD_SPELLINGS if o.api in (api, _DST_CALLS)]
 
 
+def _keywords_for(api: str) -> frozenset[str]:
+    """The keywords whose presence makes a rule of ``api`` act (every rule acts on
+    keywords only, those its spelling names)."""
+    return frozenset(k for o in OLD_SPELLINGS if o.api in (api, _DST_CALLS)
+                     for k in re.findall(r"(\w+)=", o.spelling))
+
+
 def accept_old_spellings(fn: Callable, api: str) -> Callable:
     """``fn`` (a public ``nisa`` function) also taking the spellings earlier releases
     accepted (see :data:`OLD_SPELLINGS`)."""
     rules = _rules_for(api)
+    keywords = _keywords_for(api)
 
     @functools.wraps(fn)
     @paused     # a rule never calls user code (nki/lang/userhook.py)
     def call(*args, **kwargs):
+        if keywords.isdisjoint(kwargs):     # the usual call: no old spelling to rewrite
+            return fn(*args, **kwargs)
         for rule in rules:
             args, kwargs = rule(api, args, kwargs)
         target = kwargs.pop("_call", fn)

@@ -64,7 +64,7 @@ class NkiTensor:
         (128, 256)
     """
 
-    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims", "_ind", "_shape")
+    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims", "_ind", "_shape", "_acc")
 
     def __init__(self, decl: TensorDecl, dtype: DType | None = None, part: int = 0,
                  off: int | Affine = 0, dims: Dims | None = None, ind=None):
@@ -75,6 +75,7 @@ class NkiTensor:
         self._dims = dims if dims is not None else _compact_dims(decl)
         self._ind = ind          # (index tile, indirect_dim) of a vector_offset view
         self._shape: tuple[int, ...] | None = None    # of _dims, made when first asked
+        self._acc: Access | None = None               # access(), made when first asked
 
     # ----- NKI attributes ------------------------------------------------------------------
     @property
@@ -132,12 +133,19 @@ class NkiTensor:
 
     def access(self) -> Access:
         """The IR operand for this view."""
+        acc = self._acc
+        if acc is not None:
+            return acc
         if hasattr(self._ind, "materialize"):
             # tensor indirection: gathered into a fresh tile by the consuming instruction
+            # (each time: never kept)
             return self._ind.materialize(self)
         dims = self._dims if len(self._dims) <= MAX_DIMS else _fold_dims(self)
-        return Access(self._decl.id, self._dtype, Affine.of(self._off), dims,
-                      Affine(self._part))
+        # kept: a view never changes, and rules ask for an operand's access several times
+        # (the same object then lets the trace reuse its byte layout, Trace._layout)
+        acc = self._acc = Access(self._decl.id, self._dtype, Affine.of(self._off), dims,
+                                 Affine(self._part))
+        return acc
 
     def _new(self, dims: Dims, off: int | None = None, part: int | None = None,
              dtype: DType | None = None) -> NkiTensor:

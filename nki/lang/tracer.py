@@ -49,12 +49,33 @@ _NKI_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def user_loc(skip_internal: bool = True) -> SourceLoc | None:
     """The innermost frame outside the nki package: the user's call site."""
     frame = sys._getframe(1)
+    known = _INTERNAL if skip_internal else {}
     while frame is not None:
-        fname = frame.f_code.co_filename
-        if not (skip_internal and _is_internal(fname)):
-            return SourceLoc(fname, frame.f_lineno, frame.f_code.co_name)
+        code = frame.f_code
+        # the memo read inline: ~5 frames are asked per traced call (rule, wrappers)
+        internal = known.get(code.co_filename)
+        if internal is None:
+            internal = skip_internal and _is_internal(code.co_filename)
+        if not internal:
+            return _loc(code.co_filename, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
+
+
+_LOCS: dict[tuple[str, int, str], SourceLoc] = {}
+
+
+def _loc(filename: str, lineno: int, function: str) -> SourceLoc:
+    """One shared (immutable) SourceLoc per source line: a trace names the same few lines
+    for ~10^5 instructions and tiles, and each kept its own copy in memory and in the
+    program cache's pickle."""
+    key = (filename, lineno, function)
+    loc = _LOCS.get(key)
+    if loc is None:
+        if len(_LOCS) >= 65536:
+            _LOCS.clear()
+        loc = _LOCS[key] = SourceLoc(filename, lineno, function)
+    return loc
 
 
 _INTERNAL: dict[str, bool] = {}
@@ -123,6 +144,7 @@ class Trace:
         self.register_sites: dict[int, SourceLoc | None] = {}
         self.open_while: list[tuple] = []      # 'while reg:' loops being traced
         self._use_hooks: dict[int, UseHook] = {}
+        self._layouts: dict[int, tuple[Access, tuple]] = {}    # Trace._layout's recent answers
         # how-it-runs keywords of the public call being traced (Instr.hints), set by
         # Trace.hints around the call's rule and stamped on every instruction it emits
         self._hints: tuple[tuple[str, object], ...] = ()
@@ -171,7 +193,7 @@ class Trace:
         storage = self._storage_dtype(memory, dtype, role, address)
         if storage is not dtype:
             self.widened[tid] = dtype
-        decl = TensorDecl(tid, name or f"t{tid}", memory, tuple(int(s) for s in shape), storage,
+        decl = TensorDecl(tid, name or f"t{tid}", memory, tuple([int(s) for s in shape]), storage,
                           role, loc, address, address is not None, site)
         self.tensors[tid] = decl
         if self._loops:
@@ -222,7 +244,19 @@ class Trace:
     # ----- write tracking --------------------------------------------------------------------
     def _layout(self, acc: Access, rowbytes: int) -> tuple[int, tuple, tuple]:
         """(first byte, shape, byte strides) of the bytes ``acc`` touches in its tensor's
-        flag table (``rowbytes`` bytes per partition row)."""
+        flag table (``rowbytes`` bytes per partition row, fixed per tensor). The last few
+        answers are kept by operand identity: an instruction's rule and :meth:`emit` ask
+        for the same operand (``NkiTensor.access`` keeps it) up to four times."""
+        hit = self._layouts.get(id(acc))
+        if hit is not None and hit[0] is acc:
+            return hit[1]
+        layout = self._layout_of(acc, rowbytes)
+        if len(self._layouts) >= 16:
+            self._layouts.clear()
+        self._layouts[id(acc)] = (acc, layout)   # the operand is kept: its id stays its own
+        return layout
+
+    def _layout_of(self, acc: Access, rowbytes: int) -> tuple[int, tuple, tuple]:
         decl = self.tensors[acc.tensor]
         # a widened tensor's table counts fp32 bytes; its views count the same elements
         isz = decl.dtype.itemsize if acc.tensor in self.widened else acc.dtype.itemsize
