@@ -2,7 +2,9 @@
 
 A fresh install pays this once (a few minutes on 2 cores; one progress line per helper built,
 with the time left); afterwards each helper loads in milliseconds. Without it, a kernel's first
-call builds the helpers it uses (5-13 s each).
+call builds the helpers it uses (5-13 s each). It also compiles the cost model's scheduling
+loop (nki/cost/loop_tier.py, 7-17 s once); ``--cost-loop`` compiles only that (what an
+estimate starts in the background).
 """
 
 from __future__ import annotations
@@ -66,6 +68,35 @@ def wait() -> None:
         sys.stderr.write(log.read())
 
 
+def compile_cost_loop() -> float:
+    """Compile (or load) the cost model's scheduling loop by estimating a one-tile copy with
+    it; returns the seconds it took. Its machine code lands in Numba's on-disk cache."""
+    import nki
+    import nki.language as nl
+    import nki.typing as nt
+
+    @nki.jit
+    def tile_copy(a):
+        out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.load(a))
+        return out
+
+    t0 = time.perf_counter()
+    nki.estimate(tile_copy, target="trn2", backend="numba")(nt.tensor[[128, 64], nl.float32])
+    return time.perf_counter() - t0
+
+
+def _cost_loop_step() -> None:
+    """The full warmup's last step: the cost model's loop, after a background compile that
+    an estimate started (which holds the loop's lock) has finished."""
+    from nki.cost import loop_tier
+
+    loop_tier.wait()
+    secs = compile_cost_loop()
+    state = "compiled" if secs > 1.0 else "cached"
+    print(f"nki.warmup: cost model loop {state} in {secs:.1f}s", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build every helper (``--first a,b``: those first; ``--background``: as the tier's
     builder, holding its lock; otherwise a running background build is waited for)."""
@@ -77,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nki.warmup")
     parser.add_argument("--background", action="store_true")
     parser.add_argument("--first", default="")
+    parser.add_argument("--cost-loop", action="store_true",
+                        help="compile only the cost model's scheduling loop")
     args = parser.parse_args(argv)
+    if args.cost_loop:     # an estimate's background child: the lock came with it
+        compile_cost_loop()
+        return 0
     load_all()
     if not args.background:
         wait()
@@ -96,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     what = f"{built} built" if built else "all cached"
     print(f"nki.warmup: {total} helpers ready in {time.perf_counter() - t0:.1f}s ({what})",
           file=sys.stderr)
+    if not args.background:
+        _cost_loop_step()
     return 0
 
 

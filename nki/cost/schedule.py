@@ -19,7 +19,6 @@ plus ``barrier_ns``, and nothing after it on that core starts before.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 from nki.cost.facts import CostFacts
@@ -316,29 +315,13 @@ class CoreScheduler:
         return start, end, (who if dep else blocker), dep, queues
 
 
-# From how many executed instructions "auto" takes the compiled loop. The Python loop costs
-# 11-40 us an instruction, the compiled one well under 1 us once loaded, and its first call
-# in a process 0.2-0.55 s (Numba's CPU target and cached code). Measured on flash attention
-# S=4096, 20 114 instructions: on a Zen 5, Python 0.22 s, compiled 0.3-0.55 s cold as the
-# machine's load varies, 0.017 s warm; on a loaded AVX2 AMD EPYC (CPU time), Python 0.80 s,
-# compiled 0.20 s cold. The break-even lies between ~5 000 and ~50 000 instructions by
-# machine; a process that has not loaded the loop yet takes it from 20 000, as one that has.
-FAST_THRESHOLD = 20_000
-COLD_FAST_THRESHOLD = 20_000
-
-
-def _fast_loaded() -> bool:
-    """Whether this process already has the compiled loop's machine code."""
-    loop = sys.modules.get("nki.cost._fastloop")
-    return loop is not None and bool(loop.schedule_loop.overloads)
-
-
 def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> list[Timeline]:
     """Schedule every core; cores meet at their k-th sync point (barrier, collective).
 
     ``backend``: ``"python"`` (this module), ``"numba"`` (nki/cost/fast.py, for programs
-    without cross-core sync points) or ``"auto"`` (numba for big programs it can take)."""
-    from nki.cost import fast
+    without cross-core sync points) or ``"auto"`` (numba for big programs it can take, once
+    its machine code is at hand: nki/cost/loop_tier.py)."""
+    from nki.cost import fast, loop_tier
     if backend not in ("auto", "numba", "python"):
         raise ValueError(f"backend must be 'auto', 'numba' or 'python', not {backend!r}")
     can = not any(fast.has_sync_points(p) or fast.has_recorded_counts(p) for p in preps)
@@ -346,9 +329,8 @@ def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> 
         raise ValueError("the numba scheduler does not take programs with cross-core sync "
                          "points (barriers, collectives) or per-execution trip counts; use "
                          "backend='python' or 'auto'")
-    threshold = FAST_THRESHOLD if _fast_loaded() else COLD_FAST_THRESHOLD
-    if can and (backend == "numba" or (backend == "auto" and sum(
-            fast.count_executions(p) for p in preps) >= threshold)):
+    if can and (backend == "numba" or (backend == "auto" and loop_tier.use_compiled(
+            sum(fast.count_executions(p) for p in preps)))):
         return [fast.run_fast(p, facts, p.program.core) for p in preps]
     scheds = [CoreScheduler(p, facts, p.program.core) for p in preps]
     gens = [s.run() for s in scheds]

@@ -15,11 +15,12 @@ per cache folder. :func:`wait_compiled` (benchmarks, ``nki.warmup``) waits for i
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
 import time
+
+from nki._filelock import held_elsewhere
 
 _BUILDER: subprocess.Popen | None = None
 _READY: set[int] = set()          # helper ids whose machine code is known to be on disk
@@ -50,17 +51,7 @@ def helpers_ready(used: set[int]) -> bool:
 
 def builder_running() -> bool:
     """Whether some process (this one's child or another's) holds the builder's lock."""
-    try:
-        fd = os.open(_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return held_elsewhere(_lock_path())
 
 
 def start_builder(first: set[int]) -> None:
