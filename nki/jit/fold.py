@@ -119,11 +119,22 @@ def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool
     for idx, sig in enumerate(sigs):
         where.setdefault(sig, []).append(idx)
     out, i, changed = [], 0, False
+    # each statement shifted at most once per pass: a run that does not fold is retried from
+    # the next position over nearly the same statements (shifting them again was most of
+    # reroll's time in long unrolled traces)
+    shifted: dict[int, object] = {}
+
+    def shift(idx: int):
+        s = shifted.get(idx)
+        if s is None:
+            s = shifted[idx] = shift_slots(stmts[idx], slot)
+        return s
+
     while i < len(stmts):
         k, reps = _best_run(sigs, i, where)
         loop = None
         # shifted once: a shorter run retried is a prefix of the same blocks
-        blocks = [[shift_slots(s, slot) for s in stmts[i + j * k:i + (j + 1) * k]]
+        blocks = [[shift(i + j * k + m) for m in range(k)]
                   for j in range(reps)] if reps >= 2 else []
         while reps >= 2 and loop is None:
             try:
