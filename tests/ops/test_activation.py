@@ -604,3 +604,23 @@ def test_row_path_bf16_dst_sums_the_fp32_results(backend, rng, P, F, cmd):
     np.testing.assert_array_equal(y.view(np.uint16), expect.astype(BF16).view(np.uint16))
     start = seq_sum(r0)[:, 0] if cmd == "reduce" else None
     np.testing.assert_array_equal(r.view(np.int32), seq_sum(expect, start).view(np.int32))
+
+
+@pytest.mark.parametrize("use_scale,use_bias", [(1, 1), (1, 0), (0, 1), (0, 0)])
+def test_exp_affine_is_the_affine_step_then_exp(rng, use_scale, use_bias):
+    """``tr.exp_affine`` (the fp32 row path's fused exp) against numpy's fp32 affine step then
+    ``tr.exp``, compiled and interpreted, in place too: the same bits."""
+    a = _special_values(rng, (1, 1000))[0]
+    s, b = np.float32(0.75), np.float32(-1.5)
+    with np.errstate(all="ignore"):
+        z = a * s if use_scale else a.copy()
+        z = z + b if use_bias else z
+    expect = tr.exp(z)
+    for fn in (tr.exp_affine, tr.exp_affine.py_func):
+        out = np.empty_like(a)
+        with np.errstate(all="ignore"):
+            fn(a, out, use_scale, s, use_bias, b)
+        np.testing.assert_array_equal(out.view(np.int32), expect.view(np.int32))
+    in_place = a.copy()
+    tr.exp_affine(in_place, in_place, use_scale, s, use_bias, b)
+    np.testing.assert_array_equal(in_place.view(np.int32), expect.view(np.int32))

@@ -60,6 +60,45 @@ def test_embedding_gather_skips_out_of_range_rows(backend, dtype):
     np.testing.assert_array_equal(out.view(np.uint8), _gather_ref(table, idx).view(np.uint8))
 
 
+def picked(table, idx):
+    """out[p] = table.flat[idx[p]]: one element per row (cross_entropy's target logit)."""
+    out = nl.ndarray((P, 1), dtype=table.dtype, buffer=nl.shared_hbm)
+    one = nl.ndarray((P, 1), dtype=table.dtype, buffer=nl.sbuf)
+    flat = table.reshape((V * D, 1))
+    nisa.dma_copy(dst=one, src=flat.ap([[1, P], [1, 1]], 0, vector_offset=_ids(idx),
+                                       indirect_dim=0))
+    nisa.dma_copy(dst=out, src=one)
+    return out
+
+
+def embedding_every_other(table, idx):
+    """out[p] = table[idx[p], ::2]: rows that are not one contiguous run (the per-row
+    ``copy_raw`` path, where contiguous rows between arenas are plain byte copies)."""
+    out = nl.ndarray((P, D // 2), dtype=table.dtype, buffer=nl.shared_hbm)
+    rows = nl.ndarray((P, D // 2), dtype=table.dtype, buffer=nl.sbuf)
+    src = table.ap([[D, P], [2, D // 2]], 0, vector_offset=_ids(idx), indirect_dim=0)
+    nisa.dma_copy(dst=rows, src=src)
+    nisa.dma_copy(dst=out, src=rows)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_one_element_gather_and_strided_rows(backend, dtype):
+    """The contiguous-row byte copy and the general path against numpy, bit for bit."""
+    table = RNG.standard_normal((V, D)).astype(dtype)
+    flat_idx = RNG.integers(0, V * D, (P, 1)).astype(np.int32)
+    out = nki.jit(picked, backend=backend)(table, flat_idx)
+    np.testing.assert_array_equal(out.view(np.uint8), table.reshape(-1, 1)[flat_idx[:, 0]]
+                                  .view(np.uint8))
+    idx = RNG.integers(0, V, (P, 1)).astype(np.int32)
+    strided = nki.jit(embedding_every_other, backend=backend)(table, idx)
+    full = nki.jit(embedding, backend=backend)(table, idx)
+    np.testing.assert_array_equal(strided.view(np.uint8),
+                                  np.ascontiguousarray(table[idx[:, 0], ::2]).view(np.uint8))
+    np.testing.assert_array_equal(strided.view(np.uint8),
+                                  np.ascontiguousarray(full[:, ::2]).view(np.uint8))
+
+
 def test_vector_select_gather_casts(backend):
     table = RNG.standard_normal((V, D)).astype(BF16)
     idx = RNG.integers(0, V, (P, 1)).astype(np.int32)

@@ -218,6 +218,29 @@ def _fold_group(dm, do, ds, g0, g1, n, fold, start, sums):
         sums[g0:g1] = alu.fold_rows_f32(alu.ADD, y[:, 0], y[:, 1:])
 
 
+@njit(cache=True, nogil=True)
+def _act_row(act, x32, xm, xh, x0, d32, dm, dh, d0, n, use_scale, s, use_bias, b, zbuf, obuf):
+    """One row of :func:`_activation_in_rows`: data row at ``x0`` (fp32 ``xm`` or bf16
+    ``xh``) scaled, biased, mapped and written to the dst row at ``d0`` (rounded to bf16
+    through ``obuf`` when the dst is bf16); ``zbuf`` holds the affine step's result."""
+    z = zbuf
+    if x32 and (use_scale == 1 or use_bias == 1):
+        _affine_row(xm[x0:x0 + n], zbuf, use_scale, s, use_bias, b)
+    elif x32:
+        z = xm[x0:x0 + n]
+    else:
+        nm.bf16_to_f32_into(xh[x0:x0 + n], zbuf)
+        if use_scale == 1:
+            alu.col_into(alu.MUL, zbuf, s, False)
+        if use_bias == 1:
+            alu.col_into(alu.ADD, zbuf, b, False)
+    if d32:
+        apply_act_into(act, z, dm[d0:d0 + n])
+    else:
+        apply_act_into(act, z, obuf)
+        nm.f32_to_bf16_into(obuf, dh[d0:d0 + n])
+
+
 _FOLD_ROWS = 8   # rows written before their sums are folded: 8 x 4 KiB rows stay in L1
 # Rows shorter than this go through the whole-tile path: one transcendental call over P x n
 # elements, not P calls of n (~130 ns of set-up each). Measured on a Zen 5, [128, n] fp32 exp:
@@ -246,26 +269,17 @@ def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, b
             not rows_same_or_apart(irow, DATA, x32, xo, xs, DST, d32, do, ds, P, n):
         return False, none, sums[:0]
     zbuf, obuf = np.empty(n, np.float32), np.empty(n, np.float32)
+    exp_rows = x32 and d32 and act == EXP     # softmax's and cross-entropy's exp(x - max)
     g0 = 0
     for r in range(P):
-        z, x0, d0 = zbuf, xo + r * xs, do + r * ds
+        x0, d0 = xo + r * xs, do + r * ds
         s = scale[r, 0] if scale.shape[0] == P else scale[0, 0]
         b = bias[r, 0] if bias.shape[0] == P else bias[0, 0]
-        if x32 and (use_scale == 1 or use_bias == 1):
-            _affine_row(xm[x0:x0 + n], zbuf, use_scale, s, use_bias, b)
-        elif x32:
-            z = xm[x0:x0 + n]
+        if exp_rows:
+            tr.exp_affine(xm[x0:x0 + n], dm[d0:d0 + n], use_scale, s, use_bias, b)
         else:
-            nm.bf16_to_f32_into(xh[x0:x0 + n], zbuf)
-            if use_scale == 1:
-                alu.col_into(alu.MUL, zbuf, s, False)
-            if use_bias == 1:
-                alu.col_into(alu.ADD, zbuf, b, False)
-        if d32:
-            apply_act_into(act, z, dm[d0:d0 + n])
-        else:
-            apply_act_into(act, z, obuf)
-            nm.f32_to_bf16_into(obuf, dh[d0:d0 + n])
+            _act_row(act, x32, xm, xh, x0, d32, dm, dh, d0, n, use_scale, s, use_bias, b,
+                     zbuf, obuf)
         if fold != 0 and (r + 1 - g0 == _FOLD_ROWS or r == P - 1):
             _fold_group(dm, do, ds, g0, r + 1, n, fold, start, sums)
             g0 = r + 1

@@ -20,6 +20,9 @@ from nki.sim.emit import emitter
 from nki.sim.emit.collectives import HostCall, host_call, host_op
 from nki.sim.emit.control import registers
 from nki.sim.helpers.memory import (
+    _rows_layout,
+    _width,
+    arena,
     copy_raw,
     element_offset,
     load_bits,
@@ -35,6 +38,7 @@ from nki.sim.layout import (
     NSLOTS,
     O_COEF,
     O_COUNT,
+    O_DTYPE,
     O_OFF,
     O_PARTS,
     O_SPACE,
@@ -65,6 +69,30 @@ def _row_view(irow, sub, offs, L):
         sub[b + O_PARTS] = 1
 
 
+@njit(cache=True, nogil=True)
+def _row_bytes(sub, width):
+    """Bytes per row when a row of dst and of src0 (``sub``: one row each) is one contiguous
+    run of equal length and the two live in different arenas (so a row cannot overlap
+    itself): then a row is a plain byte copy, where ``copy_raw`` re-derived the layout and
+    checked overlap per row (~0.3 us a row: 39 us of a 128-row one-element gather). 0
+    otherwise (the general path)."""
+    ds, ss = sub[DST + O_SPACE], sub[SRC0 + O_SPACE]
+    if ds == ss or (ds >= 2 and ss >= 2):     # spaces >= 2 share the PSUM arena
+        return 0
+    drows, _, dn = _rows_layout(sub, DST)
+    srows, _, sn = _rows_layout(sub, SRC0)
+    if drows != 1 or srows != 1 or dn != sn:
+        return 0
+    return dn * width
+
+
+@njit(cache=True, nogil=True)
+def _copy_bytes(d, doff, s, soff, n):
+    """``d[doff:doff+n] = s[soff:soff+n]`` (distinct arrays)."""
+    for i in range(n):
+        d[doff + i] = s[soff + i]
+
+
 @helper
 @njit(cache=True, nogil=True)
 def dma_rows(H, S, PS, irow, frow, L):
@@ -80,6 +108,8 @@ def dma_rows(H, S, PS, irow, frow, L):
     sub = irow.copy()
     offs = np.zeros(MAX_OPERANDS, np.int64)
     _row_view(irow, sub, offs, L)
+    width = _width(irow[SRC0 + O_DTYPE])
+    nbytes = _row_bytes(sub, width) if bitcopy == 1 else 0
     for p in range(rows):
         if has_idx == 1 and (idx[p] < lo or idx[p] > hi):
             if skip == 1:
@@ -94,7 +124,11 @@ def dma_rows(H, S, PS, irow, frow, L):
             if k != 1 and irow[b + O_SPACE] >= 0:
                 r = idx[p] if (mask >> k) & 1 else p
                 sub[b + O_OFF] = offs[k] + r * irow[b + O_STRIDE]
-        if bitcopy == 1:
+        if nbytes > 0:
+            _copy_bytes(arena(H, S, PS, sub[DST + O_SPACE]), sub[DST + O_OFF] * width,
+                        arena(H, S, PS, sub[SRC0 + O_SPACE]), sub[SRC0 + O_OFF] * width,
+                        nbytes)
+        elif bitcopy == 1:
             copy_raw(H, S, PS, sub, DST, SRC0, L)
         else:
             acc = load_f32(H, S, PS, sub, SRC0, L)

@@ -85,6 +85,7 @@ from nki.sim.transcend.elementary import (  # noqa: F401
     arctan,
     cos,
     exp,
+    exp_affine,  # a row primitive of the activation helper, not an array function (not in __all__)
     log,
     reciprocal,
     rsqrt,
