@@ -23,6 +23,22 @@ def backend(request) -> str:
 
 
 @pytest.fixture
+def sigint_delivered():
+    """SIGINT raises KeyboardInterrupt in this test even when the process inherited it
+    ignored (a shell starts background jobs that way, and Python then keeps SIG_IGN): the
+    Ctrl-C tests send it to themselves and would otherwise wait for a kernel that never
+    hears it."""
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
 

@@ -72,7 +72,7 @@ def _interrupt_once_running(sent: list) -> None:
 
 
 @pytest.mark.parametrize("lnc", [1, 2])
-def test_ctrl_c_stops_a_running_kernel(backend, lnc):
+def test_ctrl_c_stops_a_running_kernel(backend, lnc, sigint_delivered):
     # the python backend's first call of a helper in a process can take a second (Numba loads
     # what the helper's Python calls); warm the two helpers up so the loop is what runs
     nki.jit(_count_to, backend=backend)(X, 1)
@@ -91,7 +91,7 @@ def test_ctrl_c_stops_a_running_kernel(backend, lnc):
     assert "nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)" in text
 
 
-def test_kernel_runs_again_after_an_interrupt(backend):
+def test_kernel_runs_again_after_an_interrupt(backend, sigint_delivered):
     """The interrupted run leaves nothing behind: the next call computes normally."""
     kernel = nki.jit(_spin_forever, backend=backend, cache=False)
     sent: list = []

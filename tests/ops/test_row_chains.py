@@ -328,7 +328,7 @@ def spin_chained(x):
     return out
 
 
-def test_ctrl_c_stops_a_chain_and_the_kernel_runs_again(backend, small_chunks):
+def test_ctrl_c_stops_a_chain_and_the_kernel_runs_again(backend, small_chunks, sigint_delivered):
     from test_interrupt import _interrupt_once_running
 
     x = np.zeros((128, 64), np.float32)
