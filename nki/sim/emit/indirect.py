@@ -24,6 +24,7 @@ from nki.sim.helpers.memory import (
     _width,
     arena,
     copy_raw,
+    copy_row,
     element_offset,
     load_bits,
     load_f32,
@@ -86,13 +87,6 @@ def _row_bytes(sub, width):
     return dn * width
 
 
-@njit(cache=True, nogil=True)
-def _copy_bytes(d, doff, s, soff, n):
-    """``d[doff:doff+n] = s[soff:soff+n]`` (distinct arrays)."""
-    for i in range(n):
-        d[doff + i] = s[soff + i]
-
-
 @helper
 @njit(cache=True, nogil=True)
 def dma_rows(H, S, PS, irow, frow, L):
@@ -125,9 +119,9 @@ def dma_rows(H, S, PS, irow, frow, L):
                 r = idx[p] if (mask >> k) & 1 else p
                 sub[b + O_OFF] = offs[k] + r * irow[b + O_STRIDE]
         if nbytes > 0:
-            _copy_bytes(arena(H, S, PS, sub[DST + O_SPACE]), sub[DST + O_OFF] * width,
-                        arena(H, S, PS, sub[SRC0 + O_SPACE]), sub[SRC0 + O_OFF] * width,
-                        nbytes)
+            d0, s0 = sub[DST + O_OFF] * width, sub[SRC0 + O_OFF] * width
+            copy_row(arena(H, S, PS, sub[DST + O_SPACE])[d0:d0 + nbytes],
+                     arena(H, S, PS, sub[SRC0 + O_SPACE])[s0:s0 + nbytes])
         elif bitcopy == 1:
             copy_raw(H, S, PS, sub, DST, SRC0, L)
         else:
