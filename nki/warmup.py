@@ -41,13 +41,10 @@ def _order(first: str) -> list[int]:
 
 def _hold_lock():
     """The builder's lock (``nki.sim.tier``), held until this process exits."""
-    import fcntl
-
+    from nki._filelock import take
     from nki.sim.tier import _lock_path
 
-    fd = os.open(_lock_path(), os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(fd, fcntl.LOCK_EX)      # blocks while another builder runs
-    return fd
+    return take(_lock_path(), wait=True)    # blocks while another builder runs
 
 
 def wait() -> None:

@@ -20,13 +20,12 @@ the cache folder, so one compiles at a time. Both loops give the same timeline t
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
 import time
 
-from nki._filelock import held_elsewhere
+from nki._filelock import held_elsewhere, take
 
 #: From how many executed instructions the compiled loop is worth its load (0.2-0.55 s)
 #: at all: flash attention S=4096 (20,114 instructions) scheduled in 0.22 s in Python and
@@ -104,11 +103,8 @@ def start_compile() -> None:
         return
     _STARTED = True
     lock, log_path = _paths()
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:     # another process compiles it already
-        os.close(fd)
+    fd = take(lock)
+    if fd is None:      # another process compiles it already
         return
     try:
         with open(log_path, "ab") as log:
