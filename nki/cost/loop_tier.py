@@ -10,7 +10,7 @@ code is loaded or on disk; otherwise it schedules in Python and starts one backg
 process (``python -m nki.warmup --cost-loop``) that compiles the loop for the next
 estimate. Only a program so long that the Python loop would cost more than the compile
 (:data:`COLD_COMPILE_MIN` instructions) waits for the compile. ``NKI_TIER=compiled``
-always takes the compiled loop (benchmarks); ``python`` never starts a compile.
+always takes the compiled loop (benchmarks); ``python`` never starts the background one.
 
 The background process runs in a session of its own with its output in a log file (Ctrl-C
 in the terminal never reaches it, nothing waits for it at exit) and holds a lock file in
