@@ -26,7 +26,6 @@ from nki.lang.control import (
     scalar_register,
 )
 from nki.lang.hints import records
-from nki.lang.indexing import check_hbm_span
 from nki.lang.operators import as_alu
 from nki.lang.tensor import NkiTensor
 from nki.lang.tracer import validation
@@ -77,8 +76,6 @@ def dynamic_ap(t: NkiTensor, view: NkiTensor, scalar_offset, vector_offset,
     if isinstance(scalar_offset, (int, np.integer)) and not isinstance(scalar_offset, bool):
         # a trace-time int (e.g. ``ncc.rank_id()``): the same move, known when tracing
         moved = int(scalar_offset) * stride + view._off
-        if not t.on_chip and isinstance(moved, int):
-            check_hbm_span(t, moved, view._dims, view.dtype)
         return view._new(view._dims, off=moved)
     if scalar_offset is not None:
         reg = scalar_offset

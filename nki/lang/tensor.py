@@ -64,7 +64,8 @@ class NkiTensor:
         (128, 256)
     """
 
-    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims", "_ind", "_shape", "_acc")
+    __slots__ = ("_decl", "_dtype", "_part", "_off", "_dims", "_ind", "_shape", "_acc",
+                 "_unchecked_span")
 
     def __init__(self, decl: TensorDecl, dtype: DType | None = None, part: int = 0,
                  off: int | Affine = 0, dims: Dims | None = None, ind=None):
@@ -76,6 +77,9 @@ class NkiTensor:
         self._ind = ind          # (index tile, indirect_dim) of a vector_offset view
         self._shape: tuple[int, ...] | None = None    # of _dims, made when first asked
         self._acc: Access | None = None               # access(), made when first asked
+        # an HBM ``.ap`` pattern (or a view of one) may reach past its tensor while only its
+        # shape is read (nki-library sizes tiles that way); access() checks it
+        self._unchecked_span = False
 
     # ----- NKI attributes ------------------------------------------------------------------
     @property
@@ -140,6 +144,10 @@ class NkiTensor:
             # tensor indirection: gathered into a fresh tile by the consuming instruction
             # (each time: never kept)
             return self._ind.materialize(self)
+        if self._unchecked_span and type(self._off) is int:
+            from nki.lang.indexing import check_hbm_span
+
+            check_hbm_span(self, self._off, self._dims, self._dtype)
         dims = self._dims if len(self._dims) <= MAX_DIMS else _fold_dims(self)
         # kept: a view never changes, and rules ask for an operand's access several times
         # (the same object then lets the trace reuse its byte layout, Trace._layout)
@@ -156,8 +164,10 @@ class NkiTensor:
             raise validation("err_exceed_max_supported_dimension",
                              f"a view of {self.name!r} would have {len(dims)} dims; "
                              f"at most {MAX_DIMS} are supported")
-        return NkiTensor(self._decl, dtype or self._dtype, self._part if part is None else part,
+        view = NkiTensor(self._decl, dtype or self._dtype, self._part if part is None else part,
                          self._off if off is None else off, dims)
+        view._unchecked_span = self._unchecked_span
+        return view
 
     def __repr__(self) -> str:
         return (f"NkiTensor({self.name}, shape={self.shape}, dtype={self._dtype.name}, "
@@ -331,12 +341,11 @@ class NkiTensor:
     def ap(self, pattern, offset: int | None = None, *, dtype=None, scalar_offset=None,
            vector_offset=None, indirect_dim: int = 0) -> NkiTensor:
         """Address the underlying storage with ``[[stride, count], ...]`` pairs."""
-        from nki.lang.indexing import ap_view, check_hbm_span
+        from nki.lang.indexing import ap_view
 
         view = ap_view(self, pattern, offset, dtype)
+        view._unchecked_span = not self.on_chip     # checked when an instruction takes it
         if scalar_offset is None and vector_offset is None:
-            if not self.on_chip and isinstance(view._off, int):
-                check_hbm_span(self, view._off, view._dims, view.dtype)
             return view
         from nki.lang.indirect import dynamic_ap
 

@@ -327,3 +327,40 @@ def test_more_scalar_offset_registers_than_the_register_file(backend):
     targets = rng.integers(0, vocab, (n, 1)).astype(np.int32)
     out = nki.jit(target_logits, backend=backend)(logits, targets, 64)
     np.testing.assert_array_equal(out[:, 0], logits[np.arange(n), targets[:, 0]])
+
+
+def sized_by_a_wide_pattern(block_to_expert):
+    """moe_cte's SHARD_ON_BLOCK sizes an SBUF tile by the ``.shape`` of an ``.ap`` pattern that
+    reaches past its tensor (128 x 2 strided positions of 288), then loads a pattern that
+    stays inside: only an operand's access must be in bounds."""
+    n = block_to_expert.shape[0]
+    rows = (n - 2) // 4
+    wide = block_to_expert.ap(pattern=[[4, 128], [2, 2]], offset=0)
+    t = nl.ndarray(wide.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t[0:rows, 0:2], src=block_to_expert.ap(pattern=[[4, rows], [2, 2]], offset=1))
+    out = nl.ndarray((rows, 2), dtype=nl.int32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t[0:rows, 0:2])
+    return out
+
+
+def loads_a_wide_pattern(block_to_expert):
+    t = nl.ndarray((128, 2), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=block_to_expert.ap(pattern=[[4, 128], [2, 2]], offset=0))
+    out = nl.ndarray((128, 2), dtype=nl.int32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_an_ap_pattern_past_its_tensor_may_give_a_shape(backend):
+    x = np.arange(288, dtype=np.int32)
+    out = nki.jit(sized_by_a_wide_pattern, backend=backend)(x)
+    rows = (288 - 2) // 4
+    want = x[1 + 4 * np.arange(rows)[:, None] + 2 * np.arange(2)[None, :]]
+    np.testing.assert_array_equal(out, want)
+
+
+def test_an_ap_pattern_past_its_tensor_is_an_error_where_an_instruction_reads_it():
+    with pytest.raises(nki.errors.NkiValidationError,
+                       match=r"(?s)err_tensor_access_out_of_bound.*0\.\.510.*288 elements.*"
+                             r"test_nki_library_idioms.py:\d+"):
+        nki.jit(loads_a_wide_pattern, backend="python")(np.zeros(288, np.int32))
