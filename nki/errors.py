@@ -101,6 +101,8 @@ CATALOG: dict[str, str] = {
     "to HBM between their uses and reloads them",
     "nki_sbuf_fragmented": "the live SBUF tensors fit the capacity, but our placement could "
     "not pack them",
+    "nki_psum_reordered": "the PSUM tiles fit only when reads of accumulated tiles are "
+    "scheduled ahead of program order, as a compiler may schedule them",
     "nki_misaligned_address": "the address is not aligned for the tensor's dtype",
     "nki_removed_in_release": "the spelling was accepted by an earlier NKI release, which "
     "gave it a meaning we cannot reproduce unambiguously",

@@ -14,8 +14,11 @@ nki/jit/capacity.py, on exact live ranges; this module only packs:
 * SBUF tensors the capacity check spilled, and SBUF tensors neither packing could place
   (fragmentation: ``NkiFragmentationWarning``), are simulated in overflow pages: copies of
   the SBUF's 128 partitions laid after it in the simulator's arena (partitions 128..255,
-  256..383, ...), so every instruction reads them as usual and values stay exact. A PSUM
-  tensor that cannot be placed is an error (PSUM spills are not modelled).
+  256..383, ...), so every instruction reads them as usual and values stay exact.
+* PSUM tensors that do not fit in program order but do in a compiler's schedule (each
+  evacuation moved up to the instruction it depends on, nki/jit/reorder.py) go to PSUM
+  overflow pages the same way, with an ``NkiFragmentationWarning``; PSUM that fits in
+  neither is an error (PSUM spills are not modelled).
 * HBM tensors are laid out one after another in the HBM arena.
 """
 
@@ -30,11 +33,13 @@ from nki.ir.nodes import Program, TensorDecl
 from nki.ir.target import Target
 from nki.ir.types import Memory
 from nki.jit.capacity import META_KEY, check_capacity
-from nki.jit.liveness import exact_ranges, live_ranges, walk_program
+from nki.jit.liveness import Liveness, exact_ranges, live_ranges, walk_program
+from nki.jit.reorder import reordered_ranges
 
 HBM_ALIGN = 64
 SBUF_ALIGN = 4
 ROWS_KEY = "sbuf_rows"   # meta: partitions of the simulated SBUF arena, overflow pages included
+PSUM_ROWS_KEY = "psum_rows"   # the same for the PSUM arena
 
 Ranges = dict[int, tuple[int, int]]
 
@@ -119,9 +124,7 @@ def _pack(program: Program, target: Target, memory: Memory, ranges: Ranges, exac
     decls = [d for d in (by_id[t] for t in ranges) if d.memory is memory]
     users = [d for d in decls if d.user_address]
     autos = [d for d in decls if not d.user_address and d.id not in skip]
-    size = (target.sbuf_bytes_per_partition if memory is Memory.SBUF
-            else target.psum_bytes_per_partition)
-    bank = target.psum_bank_bytes if memory is Memory.PSUM else 0
+    size, bank = _capacity(target, memory)
     placed, failed = _first_fit(autos, ranges, size, bank, users)
     if failed:
         tight = {d.id: exact[d.id] for d in decls}
@@ -131,11 +134,32 @@ def _pack(program: Program, target: Target, memory: Memory, ranges: Ranges, exac
     return placed, failed
 
 
-def _overflow_pages(decls: list[TensorDecl], ranges: Ranges, target: Target
-                    ) -> tuple[dict[int, tuple[int, int]], int]:
-    """First fit of SBUF tensors simulated outside the capacity into overflow pages (each
-    another 128 partitions of the capacity's bytes); returns their addresses and the page
-    count."""
+def _capacity(target: Target, memory: Memory) -> tuple[int, int]:
+    """(bytes per partition, bank bytes or 0) of an on-chip memory."""
+    if memory is Memory.SBUF:
+        return target.sbuf_bytes_per_partition, 0
+    return target.psum_bytes_per_partition, target.psum_bank_bytes
+
+
+def _fits_reordered(program: Program, target: Target, live: Liveness, exact: Ranges) -> bool:
+    """Whether every PSUM tensor fits when each evacuation runs as early as its dependencies
+    allow (nki/jit/reorder.py), as a compiler's scheduler may run it."""
+    by_id = program._by_id()
+    psum = {t for t in exact if by_id[t].memory is Memory.PSUM}
+    moved = reordered_ranges(live, exact, psum)
+    decls = [by_id[t] for t in sorted(psum)]
+    users = [d for d in decls if d.user_address]
+    autos = [d for d in decls if not d.user_address]
+    size, bank = _capacity(target, Memory.PSUM)
+    return not _first_fit(autos, moved, size, bank, users)[1]
+
+
+def _overflow_pages(decls: list[TensorDecl], ranges: Ranges, target: Target,
+                    memory: Memory = Memory.SBUF) -> tuple[dict[int, tuple[int, int]], int]:
+    """First fit of tensors simulated outside the capacity into overflow pages (each another
+    128 partitions of the memory's bytes, PSUM tiles inside one bank as usual); returns
+    their addresses and the page count."""
+    size, bank = _capacity(target, memory)
     pages: list[_FreeList] = []
     ends: list[tuple[int, int, int]] = []
     placed: dict[int, tuple[int, int]] = {}
@@ -148,10 +172,10 @@ def _overflow_pages(decls: list[TensorDecl], ranges: Ranges, target: Target
         page, addr = 0, None
         while addr is None:
             if page == len(pages):
-                # the capacity check let no tensor larger than a partition through
-                assert sizes[d.id] <= target.sbuf_bytes_per_partition, d
-                pages.append(_FreeList(target.sbuf_bytes_per_partition))
-            addr = pages[page].take(sizes[d.id], SBUF_ALIGN)
+                # the capacity checks let no tensor larger than a partition through
+                assert sizes[d.id] <= size, d
+                pages.append(_FreeList(size))
+            addr = pages[page].take(sizes[d.id], SBUF_ALIGN, bank)
             page += addr is None
         placed[d.id] = ((page + 1) * target.pmax, addr)
         heapq.heappush(ends, (hi, d.id, page))
@@ -227,38 +251,54 @@ def allocate(program: Program, target: Target, private_base: int | None = None, 
     for t in ranges:
         if by_id[t].user_address:
             placed[t] = by_id[t]
-    outside = [by_id[t] for t in sorted(spilled)]
+    outside = {Memory.SBUF: [by_id[t] for t in sorted(spilled)], Memory.PSUM: []}
     for memory in (Memory.SBUF, Memory.PSUM):
         offsets, failed = _pack(program, target, memory, ranges, exact, spilled)
         placed.update([(t, _placed_at(by_id[t], (0, a))) for t, a in offsets.items()])
-        if failed and memory is Memory.PSUM:
+        if failed and memory is Memory.PSUM and not _fits_reordered(program, target, live,
+                                                                      exact):
             raise _capacity_error(program, failed[0], target)
         if failed:
-            _warn_fragmented(program, target, failed)
-            outside += [program.tensor(t) for t, _ in failed]
-    pages, npages = _overflow_pages(outside, ranges, target)
-    placed.update((t, _placed_at(program.tensor(t), a)) for t, a in pages.items())
+            _warn_fragmented(program, target, failed, memory)
+            outside[memory] += [program.tensor(t) for t, _ in failed]
+    rows = {}
+    for memory, decls in outside.items():
+        pages, npages = _overflow_pages(decls, ranges, target, memory)
+        placed.update((t, _placed_at(program.tensor(t), a)) for t, a in pages.items())
+        rows[memory] = target.pmax * (1 + npages)
     tensors = tuple(placed.get(t.id, t) for t in program.tensors)
-    meta = (("hbm_bytes", hbm_top), (ROWS_KEY, target.pmax * (1 + npages)))
+    meta = (("hbm_bytes", hbm_top), (ROWS_KEY, rows[Memory.SBUF]),
+            (PSUM_ROWS_KEY, rows[Memory.PSUM]))
     if plan is not None:
         meta += ((META_KEY, plan),)
     return replace(program, tensors=tensors, meta=program.meta + meta)
 
 
-def _warn_fragmented(program: Program, target: Target, failed) -> None:
-    """The live bytes fit (the capacity check passed), but our packings did not."""
+def _warn_fragmented(program: Program, target: Target, failed, memory: Memory) -> None:
+    """SBUF: the live bytes fit (the capacity check passed), but our packings did not.
+    PSUM: they fit only in a schedule that moves evacuations up (nki/jit/reorder.py)."""
     decls = [program.tensor(t) for t, _ in failed]
     names = ", ".join(f"{d.user_name} ({d.bytes_per_partition} B/partition, created at "
                       f"{d.loc})" for d in decls[:6])
     more = f" and {len(decls) - 6} more" if len(decls) > 6 else ""
-    detail = (f"SBUF on {target.name}: the live tensors fit the "
-              f"{target.sbuf_bytes_per_partition} B/partition at every instruction, but "
-              f"first fit left no contiguous room for {len(decls)} of them: {names}{more}. "
-              "They are simulated outside the SBUF (values stay exact); a compiler with "
-              "another packing may fit them, or fail like this one. Allocating the largest "
-              "tiles first, or fewer sizes, avoids the gaps.")
+    if memory is Memory.SBUF:
+        code = "nki_sbuf_fragmented"
+        detail = (f"SBUF on {target.name}: the live tensors fit the "
+                  f"{target.sbuf_bytes_per_partition} B/partition at every instruction, but "
+                  f"first fit left no contiguous room for {len(decls)} of them: {names}"
+                  f"{more}. They are simulated outside the SBUF (values stay exact); a "
+                  "compiler with another packing may fit them, or fail like this one. "
+                  "Allocating the largest tiles first, or fewer sizes, avoids the gaps.")
+    else:
+        code = "nki_psum_reordered"
+        detail = (f"PSUM on {target.name}: in program order more PSUM tiles are live than "
+                  f"its {target.psum_banks} banks hold; they fit when each tile is read out "
+                  "right after the last instruction it depends on, as a compiler's scheduler "
+                  f"may order them. {len(decls)} are simulated outside PSUM (values stay "
+                  f"exact): {names}{more}. Reading each tile before accumulating the next "
+                  "does not depend on the scheduler.")
     loc = decls[0].loc
-    warnings.warn_explicit(str(NkiError("nki_sbuf_fragmented", detail, loc)),
+    warnings.warn_explicit(str(NkiError(code, detail, loc)),
                            NkiFragmentationWarning, loc.filename if loc else "nki",
                            loc.lineno if loc else 0)
 
@@ -280,6 +320,8 @@ def _capacity_error(program: Program, failure: tuple[int, list[int]],
               f"{t.bytes_per_partition} B/partition while {used} of {cap} B/partition are live "
               f"(short by {used + t.bytes_per_partition - cap} B). Largest live tensors:\n"
               + "\n".join(lines)
+              + ("\n  (Also when each PSUM tile is read out as early as its dependencies "
+                 "allow, as a compiler's scheduler may.)" if mem is Memory.PSUM else "")
               + "\n  Use smaller tiles, or allocate tiles inside the loop that uses them so "
                 "they are reused across iterations.")
     return fail(code, detail, t.loc, NkiCapacityError)

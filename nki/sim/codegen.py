@@ -71,6 +71,7 @@ class Generated:
     # partitions of the SBUF arena: 0 = the target's; more when placement put tensors in
     # overflow pages after them (spilled or unpackable tiles, nki/jit/allocate.py)
     sbuf_rows: int = 0
+    psum_rows: int = 0       # the same for the PSUM arena (nki/jit/reorder.py)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -364,7 +365,8 @@ def generate(program: Program) -> Generated:
     slots = np.array(em.hbm_slots, np.int64).reshape(-1, 4)
     return Generated(fname, "\n".join(header + em.lines) + "\n", rows, frows,
                      em.origins, em.locs, em.helpers, em.notes, slots, em.loops,
-                     int(dict(program.meta).get("sbuf_rows", 0)))
+                     int(dict(program.meta).get("sbuf_rows", 0)),
+                     int(dict(program.meta).get("psum_rows", 0)))
 
 
 def _val(v: int | Reg) -> str:

@@ -120,29 +120,33 @@ def _exec_source(g: Generated, run_instr):
 
 
 class _ArenaPool:
-    """SBUF and PSUM arenas by (target, core, SBUF rows), each handed to one run at a time and
-    kept for the next: allocating and filling 34 MB per call would cost more than many kernels.
+    """SBUF and PSUM arenas by (target, core, SBUF rows, PSUM rows), each handed to one run at
+    a time and kept for the next: allocating and filling 34 MB per call would cost more than
+    many kernels.
 
-    ``rows``: partitions the SBUF arena has; a program with tensors placed in overflow pages
-    (spilled or unpackable tiles, ``Generated.sbuf_rows``) needs more than the target's.
+    ``rows``: partitions the SBUF arena has (likewise PSUM's); a program with tensors placed
+    in overflow pages (spilled or unpackable tiles, ``Generated.sbuf_rows``; PSUM tiles that
+    fit only reordered, ``Generated.psum_rows``) needs more than the target's.
     They are not cleared: every read of a never-written byte was found while tracing and is
     preceded by an explicit fill (the NaN/4 sentinel), so stale bytes are never observable."""
 
     def __init__(self):
-        self._free: dict[tuple[str, int, int], list] = {}
+        self._free: dict[tuple[str, int, int, int], list] = {}
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def take(self, target: Target, core: int, sbuf_rows: int = 0):
+    def take(self, target: Target, core: int, sbuf_rows: int = 0, psum_rows: int = 0):
         rows = max(sbuf_rows, target.sbuf_partitions)
-        key = (target.name, core, rows)
+        prows = max(psum_rows, target.sbuf_partitions)
+        key = (target.name, core, rows, prows)
         with self._lock:
             free = self._free.setdefault(key, [])
             arenas = free.pop() if free else None
         if arenas is None:
+            # engine state lives at the PSUM arena's end, after any overflow pages
             arenas = (np.full(rows * target.arena_pitch(Memory.SBUF), 0xFF, np.uint8),
-                      np.full(target.sbuf_partitions * target.arena_pitch(Memory.PSUM)
-                              + STATE_BYTES, 0xFF, np.uint8))
+                      np.full(prows * target.arena_pitch(Memory.PSUM) + STATE_BYTES, 0xFF,
+                              np.uint8))
         arenas[1][-STATE_BYTES:] = 0  # engine registers and RNG state start at zero per run
         try:
             yield arenas
@@ -180,7 +184,7 @@ def _run_core(run: _CoreRun, hbm: np.ndarray, target: Target, errors: list,
     try:
         g = exe.generated
         table = g.int_table if exe.table is None else exe.table
-        with _ARENAS.take(target, core, g.sbuf_rows) as (sbuf, psum), \
+        with _ARENAS.take(target, core, g.sbuf_rows, g.psum_rows) as (sbuf, psum), \
                 host.running(launch, core, g, table) as ctx:
             t0 = time.perf_counter()
             status = exe.fn(exe.addr, hbm, sbuf, psum, table, g.float_table, loopvars)

@@ -91,15 +91,19 @@ def test_sbuf_105_percent_fails_where_the_allocator_does_not_spill(target):
 
 
 def _psum_banks(x, n):
+    """n one-bank PSUM tiles, each read together with the last one: every read depends on
+    the last fill, so all n are live then in any schedule."""
     out = nl.ndarray((128, n), dtype=nl.float32, buffer=nl.shared_hbm)
     banks = []
     for i in range(n):
         p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)    # one bank each
         nisa.memset(dst=p, value=float(i))
         banks.append(p)
+    last = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=last, src=banks[-1][:, 0:1])
     for i, p in enumerate(banks):
         t = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=t, src=p[:, 0:1])
+        nisa.tensor_tensor(dst=t, data1=p[:, 0:1], data2=last, op=nl.add)
         nisa.dma_copy(dst=out[:, i:i + 1], src=t)
     return out
 
