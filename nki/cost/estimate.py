@@ -6,6 +6,7 @@ never runs the kernel. Deterministic: the same program gives the same numbers.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -191,6 +192,8 @@ def estimate(kernel, target: str | None = None, backend: str = "auto",
         >>> est = nki.estimate(matmul, target="trn2")(a, b)   # doctest: +SKIP
         >>> print(est); print(est.by_line())                  # doctest: +SKIP
     """
+    kernel = _as_kernel(kernel)
+
     def run(*args, **kwargs) -> Estimate:
         k, chosen, defaulted = _for_target(kernel, target)
         spec = k.specialize_for_model(*args, **kwargs)
@@ -200,6 +203,17 @@ def estimate(kernel, target: str | None = None, backend: str = "auto",
         return estimate_spec(spec, chosen, defaulted, getattr(kernel, "__name__", "kernel"),
                              overrides, backend, trip_counts)
     return run
+
+
+def _as_kernel(kernel):
+    """A kernel as ``nki.jit`` makes it; a plain Python function is traced as one."""
+    if hasattr(kernel, "specialize_for_model"):
+        return kernel
+    if inspect.isfunction(kernel):
+        from nki.jit.kernel import jit
+        return jit(kernel)
+    raise TypeError(f"nki.estimate: expected an @nki.jit kernel or a Python function, got "
+                    f"{type(kernel).__name__}")
 
 
 def _for_target(kernel, target: str | None):

@@ -83,3 +83,16 @@ def test_both_traces_open_as_trace_events_marked_host_or_model(results, tmp_path
     assert len(slices) == len(host.origins)   # one slice per instruction row that ran
     assert sum(e["dur"] for e in slices) == pytest.approx(host.total * 1e6)
     assert any(e["ph"] == "X" for e in m["traceEvents"])
+
+
+def test_estimate_takes_a_plain_function_as_nki_jit_would(results):
+    _, model = results
+    x = np.random.default_rng(0).standard_normal((512, 256)).astype(np.float32)
+    plain = nki.estimate(_scale_then_add, target="trn2")(x)
+    assert plain.latency_us == model.latency_us
+
+
+def test_estimate_of_something_else_is_a_clear_type_error():
+    with pytest.raises(TypeError, match=r"nki.estimate: expected an @nki.jit kernel or a "
+                                        r"Python function, got int"):
+        nki.estimate(3, target="trn2")
