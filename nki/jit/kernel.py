@@ -5,8 +5,10 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import sys
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -381,9 +383,18 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
     """Lay out HBM, run every core, copy outputs out and written inputs back. With a list
     ``profiles``, every instruction is timed and each core's InstructionProfile appended;
     with a list ``records``, each core's RunRecord is appended."""
+    from nki.sim.tier import TierSwitch
+
     call = prepare_call(spec, tensor_args, profiles)
-    done = run_cores(call.exes, call.view, get_target(spec.settings.target),
-                     spec.settings.check_uninit)
+    target = get_target(spec.settings.target)
+    try:
+        done = run_cores(call.exes, call.view, target, spec.settings.check_uninit,
+                         switch=call.switch)
+    except TierSwitch:       # the helpers compiled meanwhile: from the start, on them
+        print(f"nki: the compiled helpers are ready; {spec.cores[0].program.name} runs "
+              "again on them", file=sys.stderr)
+        call = prepare_call(spec, tensor_args, profiles, tier="numba")
+        done = run_cores(call.exes, call.view, target, spec.settings.check_uninit)
     if records is not None:
         records.extend(done)
     return finish_call(call)
@@ -400,23 +411,28 @@ class PreparedCall:
     view: np.ndarray
     exes: list
     profiles: list | None
+    switch: Callable[[], bool] | None = None   # a plain-Python run's "compiled is ready"
 
 
 def prepare_call(spec: Specialization, tensor_args: dict[int, TensorArg],
-                 profiles=None) -> PreparedCall:
+                 profiles=None, tier: str | None = None) -> PreparedCall:
     """HBM laid out for one call (inputs and constants in, outputs given the never-written
-    sentinel where needed) and one Executable per core."""
+    sentinel where needed) and one Executable per core. ``tier``: ``"numba"`` skips the
+    tier choice (a rerun after :class:`~nki.sim.tier.TierSwitch`)."""
     inputs = [tensor_args[i] for i in sorted(tensor_args)]
     hbm, in_place = lay_out(spec, inputs)
     backend = spec.settings.backend if profiles is None else "profile"
-    if backend == "numba":     # compiled, or plain Python while helpers compile (NKI_TIER)
-        from nki.sim.tier import tier_of_call
+    switch = None
+    if backend == "numba" and tier is None:   # compiled, or Python while helpers compile
+        from nki.sim.tier import switch_check, tier_of_call
 
-        backend = tier_of_call([c.generated for c in spec.cores])
+        programs = [c.generated for c in spec.cores]
+        backend = tier_of_call(programs)
+        switch = switch_check(programs) if backend == "pure" else None
     view, tables = hbm_for_call(spec, hbm, inputs, in_place)
     exes = [Executable(c.generated, backend, table=t)
             for c, t in zip(spec.cores, tables or [None] * len(spec.cores))]
-    return PreparedCall(spec, inputs, hbm, view, exes, profiles)
+    return PreparedCall(spec, inputs, hbm, view, exes, profiles, switch)
 
 
 def finish_call(call: PreparedCall):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,7 @@ from nki.sim.helpers.registry import NLOOPVARS, addresses, pure_impls, python_im
 from nki.sim.layout import REGS_BYTES
 from nki.sim.profile import InstructionProfile, profiling_runner
 from nki.sim.record import RunRecord, read_record
+from nki.sim.tier import TierSwitch
 
 # The engines' random-number state sits just below the registers (nki/sim/emit/rng.py)
 STATE_BYTES = REGS_BYTES + rng.RNG_BYTES
@@ -157,6 +159,7 @@ class _ArenaPool:
 
 _ARENAS = _ArenaPool()
 _POLL_S = 0.05
+_SWITCH_POLL_S = 0.5    # a file check per helper still compiling: cheap at this rate
 
 
 @dataclass
@@ -221,7 +224,8 @@ def _over_budget(core: int, g: Generated, loopvars: np.ndarray) -> NkiRuntimeErr
 
 def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
               target: Target, check_uninit: bool = False,
-              cores_per_rank: int | None = None) -> list[RunRecord]:
+              cores_per_rank: int | None = None,
+              switch: Callable[[], bool] | None = None) -> list[RunRecord]:
     """Run one program per core; cores run concurrently (nogil code) and meet in one
     ``Launch``: core 0 on the calling thread, the others in threads. ``hbm``: the HBM the
     cores share (an LNC launch), or one per core (the ranks of a multi-rank run: separate
@@ -230,7 +234,9 @@ def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
     afterwards, or raise with ``check_uninit`` (nki/sim/uninit.py).
 
     Ctrl-C stops a run within one instruction (nki/sim/interrupt.py) and raises
-    KeyboardInterrupt naming the instruction each core was about to run. Returns each
+    KeyboardInterrupt naming the instruction each core was about to run. ``switch``: polled
+    while the cores run; once true they stop the same way and :class:`TierSwitch` is raised
+    (a plain-Python run whose compiled helpers became ready, nki/sim/tier.py). Returns each
     core's :class:`~nki.sim.record.RunRecord` (runtime-loop trips, skipped rows)."""
     for exe in exes:
         exe.prepare()
@@ -241,7 +247,10 @@ def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
     threads = [threading.Thread(target=_run_core, args=(r, h, target, errors, launch),
                                 name=f"nki-core-{r.core}", daemon=True)
                for r, h in zip(runs[1:], hbms[1:])]
-    signalled = False
+    signalled, switched = False, threading.Event()
+    if switch is not None:
+        threads.append(threading.Thread(target=_watch_switch, name="nki-tier-switch",
+                                        args=(switch, runs, launch, switched), daemon=True))
     with interrupt.watching([r.loopvars for r in runs]):
         for t in threads:
             t.start()
@@ -261,6 +270,8 @@ def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
     for r in runs:
         if r.loopvars[STOP_SLOT] and (not r.returned or r.interrupted):
             r.interrupted, r.status = True, int(r.loopvars[ROW_SLOT])
+    if switched.is_set() and not signalled and any(r.interrupted for r in runs):
+        raise TierSwitch()
     if signalled or any(r.interrupted for r in runs):
         raise KeyboardInterrupt(_interrupted_text(runs)) from None
     if errors:
@@ -270,6 +281,18 @@ def run_cores(exes: list[Executable], hbm: np.ndarray | list[np.ndarray],
     uninit.report([e for r in runs for e in r.uninit], [r.exe.generated for r in runs],
                   check_uninit)
     return [r.record for r in runs]
+
+
+def _watch_switch(switch: Callable[[], bool], runs: list[_CoreRun], launch,
+                  switched: threading.Event) -> None:
+    """Until every core is done: when ``switch()`` says so, stop the cores as Ctrl-C does
+    (at their next instruction; a core waiting for a peer is released)."""
+    while not all(r.done.wait(_SWITCH_POLL_S) for r in runs):
+        if switch():
+            switched.set()
+            interrupt.stop([r.loopvars for r in runs])
+            launch.abort("stopped to run again on the compiled helpers")
+            return
 
 
 def _interrupted_text(runs: list[_CoreRun]) -> str:

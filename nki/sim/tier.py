@@ -5,7 +5,10 @@ waits for Numba); ``python`` always runs the compile-free tier (``nki.sim.helper
 ``auto`` (the default) uses the compiled helpers once every helper a program needs has its
 machine code on disk, and until then runs the compile-free tier while one background
 process (``python -m nki.warmup --background``) builds them. The choice is made once per
-kernel call, before any core runs, so a call never switches tier halfway.
+kernel call, before any core runs; when the helpers a plain-Python run needs get their
+machine code while it runs, the run stops and the call runs again compiled from the start
+(:class:`TierSwitch`), so no run mixes tiers and a large kernel never waits out a slow
+interpreted run.
 
 The builder is a child in a session of its own with its output in a log file: it never
 receives the terminal's Ctrl-C, nothing waits for it at exit, and when the caller exits
@@ -19,6 +22,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from nki._filelock import held_elsewhere
 
@@ -89,14 +93,32 @@ def choose(used: set[int]) -> str:
     return "pure"
 
 
-def tier_of_call(programs: list) -> str:
-    """:func:`choose` for one call's programs (one per core): every core runs one tier."""
+def _used(programs: list) -> set[int]:
     from nki.sim.emit.collectives import host_helper_ids
 
     used: set[int] = set()
     for g in programs:
         used |= g.bind_helpers()
-    return choose(used - host_helper_ids())
+    return used - host_helper_ids()
+
+
+def tier_of_call(programs: list) -> str:
+    """:func:`choose` for one call's programs (one per core): every core runs one tier."""
+    return choose(_used(programs))
+
+
+class TierSwitch(Exception):  # noqa: N818 (a signal to rerun, not an error)
+    """A plain-Python run was stopped because the compiled helpers it needs became ready:
+    the call runs again on them (the same bits: the tiers are tested equal)."""
+
+
+def switch_check(programs: list) -> Callable[[], bool]:
+    """For a call running as plain Python: whether every helper it needs now has machine
+    code on disk. A long run polls it and stops, to run again compiled: interpreted, the
+    per-element transcendentals take microseconds an element (a [128, 4096] GELU ~5 s), so
+    a large kernel would otherwise run far longer than the compile it avoided."""
+    used = _used(programs)
+    return lambda: helpers_ready(used)
 
 
 def wait_compiled(timeout: float | None = None) -> bool:

@@ -178,6 +178,53 @@ def test_tier_switch(monkeypatch):
         config.tier()
 
 
+def _gelu_chain(x):
+    """Many per-element transcendentals: seconds interpreted, milliseconds compiled."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    for _ in nl.sequential_range(40):
+        nisa.activation(dst=t, op=nl.gelu, data=t)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def _switch_after(polls: int, seen: list):
+    def check():
+        seen.append(1)
+        return len(seen) > polls
+    return check
+
+
+@pytest.mark.parametrize("polls", [0, 10 ** 6])
+def test_a_python_run_stops_and_reruns_compiled_once_the_helpers_are_ready(
+        monkeypatch, capfd, polls):
+    """polls=0: ready at the first poll, so the run stops and the call runs again compiled;
+    polls=10**6: never ready, the interpreted run finishes. The same result either way."""
+    import nki
+
+    x = np.random.default_rng(5).standard_normal((128, 512)).astype(np.float32)
+    monkeypatch.setenv("NKI_TIER", "compiled")
+    want = nki.jit(_gelu_chain)(x)
+    monkeypatch.setenv("NKI_TIER", "auto")
+    seen: list = []
+    monkeypatch.setattr(tier, "tier_of_call", lambda programs: "pure")
+    monkeypatch.setattr(tier, "switch_check", lambda programs: _switch_after(polls, seen))
+    got = nki.jit(_gelu_chain)(x[:, :64] if polls else x)
+    err = capfd.readouterr().err
+    if polls:
+        ref = nki.jit(_gelu_chain, backend="python")(x[:, :64])
+        np.testing.assert_array_equal(got.view(np.uint32), ref.view(np.uint32))
+        assert "runs again" not in err
+    else:
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert "the compiled helpers are ready; _gelu_chain runs again on them" in err
+        assert seen, "the switch was never polled"
+
+
 # ---------------------------------------------- a cold process: no compile, prompt exit
 
 _COLD = textwrap.dedent("""
