@@ -288,7 +288,11 @@ def _activation_in_rows(H, S, PS, irow, L, act, P, use_scale, scale, use_bias, b
     return True, np.lib.stride_tricks.as_strided(dm[do:], shape=(P, n), strides=(ds * 4, 4)), sums
 
 
-@helper(row_wise=True)
+# chunks of 8 x 16 Ki elements (a whole [128, 1024] tile at once): the row path's per-call
+# set-up (operand checks, scale/bias columns, row buffers, register lanes and their logs)
+# cost ~30 of a 128x1024 activation_reduce's 63 us when it ran once per 16 rows; its only
+# temporaries are rows, and the gathered path's tiles of up to 512 KiB still sit in L2
+@helper(row_wise=True, chunk_scale=8)
 @njit(cache=True, nogil=True)
 def activation(H, S, PS, irow, frow, L):
     """dst = op(data * scale + bias); optional row sums into the ScalarE registers.
