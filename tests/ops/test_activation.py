@@ -657,3 +657,28 @@ def test_chunk_scale_entry_text():
     scaled = registry._row_wise_entry(registry.helper_id(activation))
     assert plain == registry._ROW_WISE_ENTRY
     assert "rows *= 8" in scaled and scaled.endswith(plain.split("\n", 1)[1])
+
+
+@pytest.mark.parametrize("P", [9, 128])
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_square_row_path_with_sums(backend, rng, P, dtype):
+    """rmsnorm's sum of squares on the row path (its own inlined square per row): each dst
+    element is the fp32 square, the register sums those squares in order."""
+    a = _special_values(rng, (P, 1024)).astype(dtype)
+
+    def kernel(a):
+        x = _tile(a)
+        y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation_reduce(dst=y, op=nl.square, data=x, reduce_op=nl.add, reduce_res=r)
+        out, res = _out(y), _out(r)
+        nisa.dma_copy(dst=out, src=y)
+        nisa.dma_copy(dst=res, src=r)
+        return out, res
+
+    y, r = nki.jit(kernel, backend=backend)(a)
+    x32 = a.astype(np.float32)
+    with np.errstate(all="ignore"):
+        expect = x32 * x32
+    np.testing.assert_array_equal(y.view(np.int32), expect.view(np.int32))
+    np.testing.assert_array_equal(r.view(np.int32), seq_sum(expect).view(np.int32))

@@ -499,7 +499,7 @@ def float_rows(H, S, PS, irow, base, L):
 DIRECT_ROW_MIN = 128
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def float_row(m32, mh, is32, off, n, tmp):
     """Row ``n`` elements at ``off`` of a :func:`float_rows` operand as fp32: the fp32
     arena's own row, else the bf16 row decoded into ``tmp`` (then the row returned)."""
@@ -559,7 +559,7 @@ def rows_meet(irow, x, xo, xs, y, yo, ys, rows, n):
     return _strided_rows_meet(xo, xs, n, yo, ys, n, rows)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def copy_row(dst, src):
     """``dst[:] = src`` for two 1-D rows of one size (a loop Numba vectorises)."""
     for i in range(dst.size):
