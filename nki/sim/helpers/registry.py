@@ -136,7 +136,9 @@ _ROW_WISE_ENTRY = f"""    P, rows = chunk_rows(irow)
             return 0
         if rows == 0:
             rows = end - p0
-    sub = irow.copy()
+    sub = irow      # one piece: no copy of the row to narrow (an allocation per call)
+    if rows > 0:
+        sub = irow.copy()
     while True:
         if rows > 0:
             set_chunk(irow, sub, p0, min(rows, end - p0))
