@@ -76,6 +76,7 @@ class Generated:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("_compiled", None)   # per-process compiled callables are not pickled
+        state.pop("_helper_ids", None)  # nor this process's helper ids
         return state
 
     def compiled(self) -> dict:
@@ -86,11 +87,15 @@ class Generated:
 
     def bind_helpers(self) -> set[int]:
         """Write this process's helper ids into column 0; returns the ids used."""
-        load_all()
-        ids = [helper_id_by_name(name) for name in self.helpers]
-        if ids:
-            self.int_table[:len(ids), 0] = ids
-        return set(ids)
+        bound = self.__dict__.get("_helper_ids")
+        if bound is None:   # ids are fixed per process: look the names up once, not per call
+            load_all()
+            ids = np.array([helper_id_by_name(name) for name in self.helpers], np.int64)
+            bound = self.__dict__["_helper_ids"] = (ids, {int(i) for i in ids})
+        ids, used = bound
+        if ids.size:
+            self.int_table[:ids.size, 0] = ids
+        return set(used)
 
 
 def phys(op: Placed) -> PhysOperand:

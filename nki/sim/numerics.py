@@ -108,7 +108,7 @@ def bf16_to_f32(u16: np.ndarray) -> np.ndarray:
     return out.reshape(u16.shape)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def bf16_to_f32_into(u16: np.ndarray, out: np.ndarray) -> None:
     """:func:`bf16_to_f32` of a 1-D row into the float32 row ``out`` of its size."""
     bits = out.view(np.uint32)
@@ -129,7 +129,7 @@ def f32_to_bf16(f32: np.ndarray) -> np.ndarray:
     return out.reshape(f32.shape)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, inline="always")
 def f32_to_bf16_into(f32: np.ndarray, out: np.ndarray) -> None:
     """:func:`f32_to_bf16` of a 1-D float32 row into the uint16 row ``out`` of its size.
 

@@ -624,3 +624,61 @@ def test_exp_affine_is_the_affine_step_then_exp(rng, use_scale, use_bias):
     in_place = a.copy()
     tr.exp_affine(in_place, in_place, use_scale, s, use_bias, b)
     np.testing.assert_array_equal(in_place.view(np.int32), expect.view(np.int32))
+
+
+@pytest.mark.parametrize("P,F", [(128, 4096), (120, 3000), (128, 200)])
+@pytest.mark.parametrize("dst", [nl.float32, nl.bfloat16])
+def test_several_chunks_per_call(backend, rng, P, F, dst):
+    """activation's C entry runs 8 of ``memory.chunk_rows``' chunks at a time (a [128, 1024]
+    tile in one call, registry ``chunk_scale``): wider tiles still split by partitions (32
+    and 43 rows here), narrow ones run whole, and every row's bits are those of one pass."""
+    a = _special_values(rng, (P, F))
+    s = rng.uniform(0.5, 1.5, (P, 1)).astype(np.float32)
+    b = rng.uniform(-2, 2, (P, 1)).astype(np.float32)
+    r0 = rng.uniform(-1, 1, (P, 3)).astype(np.float32)
+    y, r = nki.jit(_row_path_kernel("reduce", "tile", "tile", dst), backend=backend)(a, s, b, r0)
+    with np.errstate(all="ignore"):
+        expect = tr.exp(np.ascontiguousarray(a * s + b, np.float32))
+    got = y if dst == nl.float32 else y.astype(np.float32)
+    want = expect if dst == nl.float32 else expect.astype(BF16).astype(np.float32)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+    sums = seq_sum(expect, seq_sum(r0)[:, 0])
+    np.testing.assert_array_equal(r.view(np.int32), sums.view(np.int32))
+
+
+def test_chunk_scale_entry_text():
+    """A helper's ``chunk_scale`` scales only the rows ``chunk_rows`` chose; scale 1 keeps
+    the default entry's text (and so every other helper's kept machine code)."""
+    from nki.sim.emit.activation import activation
+    from nki.sim.emit.vector import tensor_tensor
+    from nki.sim.helpers import registry
+
+    plain = registry._row_wise_entry(registry.helper_id(tensor_tensor))
+    scaled = registry._row_wise_entry(registry.helper_id(activation))
+    assert plain == registry._ROW_WISE_ENTRY
+    assert "rows *= 8" in scaled and scaled.endswith(plain.split("\n", 1)[1])
+
+
+@pytest.mark.parametrize("P", [9, 128])
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_square_row_path_with_sums(backend, rng, P, dtype):
+    """rmsnorm's sum of squares on the row path (its own inlined square per row): each dst
+    element is the fp32 square, the register sums those squares in order."""
+    a = _special_values(rng, (P, 1024)).astype(dtype)
+
+    def kernel(a):
+        x = _tile(a)
+        y = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((P, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation_reduce(dst=y, op=nl.square, data=x, reduce_op=nl.add, reduce_res=r)
+        out, res = _out(y), _out(r)
+        nisa.dma_copy(dst=out, src=y)
+        nisa.dma_copy(dst=res, src=r)
+        return out, res
+
+    y, r = nki.jit(kernel, backend=backend)(a)
+    x32 = a.astype(np.float32)
+    with np.errstate(all="ignore"):
+        expect = x32 * x32
+    np.testing.assert_array_equal(y.view(np.int32), expect.view(np.int32))
+    np.testing.assert_array_equal(r.view(np.int32), seq_sum(expect).view(np.int32))

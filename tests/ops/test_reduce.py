@@ -119,6 +119,39 @@ def test_tensor_reduce_extremes_nan_inf_and_odd_widths(backend, rng, op, ref, wi
     np.testing.assert_array_equal(got[:, 0], ref(a, axis=1))
 
 
+def _lane_order_extreme(row: np.ndarray, is_max: bool) -> np.float32:
+    """An independent reference for which zero a +0/-0 tie returns: 64 lanes, each keeping
+    its first value unless a later one of the lane is strictly beyond, then the lanes and the
+    leftover elements one at a time, left to right (extreme_rows' documented order)."""
+    beyond = (lambda v, m: v > m) if is_max else (lambda v, m: v < m)
+    w = min(row.size, 64)
+    lanes = [np.float32(-np.inf if is_max else np.inf)] * w
+    for j in range(row.size // w):
+        for k in range(w):
+            if beyond(row[j * w + k], lanes[k]):
+                lanes[k] = row[j * w + k]
+    m = lanes[0]
+    for v in list(lanes[1:]) + list(row[row.size - row.size % w:]):
+        if beyond(v, m):
+            m = v
+    return m
+
+
+@pytest.mark.parametrize("op", [nl.maximum, nl.minimum])
+@pytest.mark.parametrize("width", [1, 7, 63, 64, 100, 1024])
+def test_tensor_reduce_extremes_signed_zero_ties(backend, rng, op, width):
+    """Rows whose extreme is a tie of +0 and -0: the zero returned is the one of the lane
+    order (the lanes are combined as a tree of adjacent pairs, which must pick it too)."""
+    is_max = op == nl.maximum
+    pool = np.array([0.0, -0.0, -1.0 if is_max else 1.0], np.float32)
+    a = rng.choice(pool, size=(128, width)).astype(np.float32)
+    body = (lambda r, x: nisa.tensor_reduce(dst=r, op=op, data=x, axis=1))
+    got = _run(_tiled(body, (1,)), backend, a)
+    expect = np.array([_lane_order_extreme(r, is_max) for r in a], np.float32)
+    assert np.signbit(expect).any() and not np.signbit(expect).all()   # both zeros occur
+    np.testing.assert_array_equal(got[:, 0].view(np.int32), expect.view(np.int32))
+
+
 def test_tensor_reduce_reads_psum_and_views(backend, rng):
     a = rng.standard_normal((1, 4, 6)).astype(np.float32)
 

@@ -53,6 +53,47 @@ def test_fold_twin_gives_the_compiled_bits(rng, op):
                                   _bits(alu.fold_rows_f32(op, start, y)))
 
 
+def _seq_fold(op, start, rows):
+    """An independent reference: every row folded one fp32 element at a time (numpy scalars,
+    so each step rounds to fp32), max/min keeping the accumulator when it is NaN."""
+    out = np.array(start, np.float32)
+    with np.errstate(all="ignore"):
+        for r in range(rows.shape[0]):
+            s = out[r]
+            for v in rows[r]:
+                if op == alu.ADD:
+                    s = s + v
+                elif op == alu.SUB:
+                    s = s - v
+                elif op == alu.MUL:
+                    s = s * v
+                elif op == alu.MAX:
+                    s = s if (s >= v or s != s) else v
+                else:
+                    s = s if (s <= v or s != s) else v
+            out[r] = s
+    return out
+
+
+@pytest.mark.parametrize("op", [alu.ADD, alu.SUB, alu.MUL, alu.MAX, alu.MIN])
+@pytest.mark.parametrize("rows,first", [(13, 0), (16, 1), (5, 1)])
+def test_flat_row_fold_in_order_in_every_tier(rng, op, rows, first):
+    """``alu.fold_flat_rows_f32`` (rows of a flat array, activation's register sums) folds
+    each row in order from ``first``: compiled and as the compile-free tier's numpy twin,
+    both equal to the one-element-at-a-time reference."""
+    n, pitch, off = 37, 41, 3
+    flat = _special_floats(rng, off + rows * pitch)
+    start = _special_floats(rng, rows)
+    view = np.lib.stride_tricks.as_strided(flat[off:], shape=(rows, n),
+                                           strides=(pitch * 4, 4))
+    expect = _bits(_seq_fold(op, start, view[:, first:]))
+    for fn in (alu.fold_flat_rows_f32, pure_value(alu.fold_flat_rows_f32)):
+        acc = start.copy()
+        got = fn(op, acc, flat, off, pitch, first, n)
+        np.testing.assert_array_equal(_bits(got), expect)
+        np.testing.assert_array_equal(_bits(acc), expect)   # updated in place
+
+
 @pytest.mark.parametrize("op", [alu.ADD, alu.SUB, alu.MUL, alu.DIV, alu.MAX, alu.MIN])
 @pytest.mark.parametrize("c_first", [False, True])
 def test_column_twin_gives_the_compiled_bits(rng, op, c_first):

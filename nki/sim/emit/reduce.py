@@ -56,7 +56,9 @@ def fold_i64(op, r, rows):
 _EXTREME_LANES = 64
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+# _lane_extremes and _first_nan are inlined into extreme_rows: a row slice handed to a
+# function that is not inlined costs an NRT incref and decref per row
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _lane_extremes(is_max, row, acc):
     """``acc[k] = extreme(acc[k], row[j*W + k])`` over every whole chunk ``j`` of
     ``W = acc.size`` elements of a contiguous ``row``. Elementwise over ``k``, which LLVM
@@ -74,6 +76,26 @@ def _lane_extremes(is_max, row, acc):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
+def _fold_lanes(is_max, acc):
+    """``max(max(acc[0], acc[1]), acc[2]) ...`` in lane order, each step keeping the left
+    value unless the right one is strictly beyond (Numba's ``max``/``min``), for NaN-free
+    lanes; ``acc`` is overwritten. That step returns the leftmost of the extreme values (which
+    zero of a +0/-0 tie), and "leftmost" composes over adjacent pairs, so a tree of adjacent
+    pairs returns the very element the left-to-right chain did, in 6 levels of independent
+    steps instead of 63 dependent ones (~250 cycles a row of 64 lanes)."""
+    w = acc.size
+    while w > 1:
+        h = w // 2
+        for i in range(h):
+            a, b = acc[2 * i], acc[2 * i + 1]
+            acc[i] = (b if b > a else a) if is_max else (b if b < a else a)
+        if w % 2 == 1:
+            acc[h] = acc[w - 1]
+        w = h + w % 2
+    return acc[0]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _first_nan(row) -> int:
     """Index of the first NaN in ``row``, or -1 (a vectorised scan first: NaNs are rare)."""
     nan = False
@@ -102,9 +124,7 @@ def extreme_rows(op, flat, off, stride, R, N):
         row = flat[off + r * stride:off + r * stride + N]
         acc[:] = -np.inf if is_max else np.inf
         _lane_extremes(is_max, row, acc)
-        m = acc[0]
-        for k in range(1, W):
-            m = max(m, acc[k]) if is_max else min(m, acc[k])
+        m = _fold_lanes(is_max, acc)
         for i in range(N - N % W, N):
             m = max(m, row[i]) if is_max else min(m, row[i])
         nan_at = _first_nan(row)

@@ -346,7 +346,7 @@ def _stt_rows(irow, dst, data, other, c, rows, n, x_here):
             nm.f32_to_bf16_into(td, dh[d0:d0 + n])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def _stt_row(op0, op1, d, x, c, u):
     """``d = (x op0 c) op1 u`` in one pass over three distinct rows, for ``op0`` and ``op1``
     among add, subtract, multiply (not reversed): the two fp32 roundings of the copy and two

@@ -459,6 +459,45 @@ def fold_rows_f32(op, start, y):
     return acc
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def fold_flat_rows_f32(op, acc, flat, off, pitch, first, n):
+    """:func:`fold_rows_f32` of rows that are contiguous runs of a flat fp32 array: per row
+    ``r`` of ``acc``, ``acc[r] op flat[o + first] op ... op flat[o + n - 1]`` in order, with
+    ``o = off + r * pitch``; ``acc`` is updated and returned. The same chains in the same
+    order, so the same bits; but on unit-stride rows each chain's loads are base + index,
+    where the strided 2-D view's eight row addresses were one pointer stepped row to row:
+    eight dependent integer adds per column bounded the loop at one fp32 add per cycle
+    (measured in activation's machine code: 29 us of a 128x1024 sum, 17 us standalone)."""
+    p = 0
+    while p + 8 <= acc.size:
+        o = off + p * pitch
+        r0, r1 = flat[o:o + n], flat[o + pitch:o + pitch + n]
+        r2, r3 = flat[o + 2 * pitch:o + 2 * pitch + n], flat[o + 3 * pitch:o + 3 * pitch + n]
+        r4, r5 = flat[o + 4 * pitch:o + 4 * pitch + n], flat[o + 5 * pitch:o + 5 * pitch + n]
+        r6, r7 = flat[o + 6 * pitch:o + 6 * pitch + n], flat[o + 7 * pitch:o + 7 * pitch + n]
+        s0, s1, s2, s3 = acc[p], acc[p + 1], acc[p + 2], acc[p + 3]
+        s4, s5, s6, s7 = acc[p + 4], acc[p + 5], acc[p + 6], acc[p + 7]
+        for j in range(first, n):
+            s0 = _scalar(op, s0, r0[j])
+            s1 = _scalar(op, s1, r1[j])
+            s2 = _scalar(op, s2, r2[j])
+            s3 = _scalar(op, s3, r3[j])
+            s4 = _scalar(op, s4, r4[j])
+            s5 = _scalar(op, s5, r5[j])
+            s6 = _scalar(op, s6, r6[j])
+            s7 = _scalar(op, s7, r7[j])
+        acc[p], acc[p + 1], acc[p + 2], acc[p + 3] = s0, s1, s2, s3
+        acc[p + 4], acc[p + 5], acc[p + 6], acc[p + 7] = s4, s5, s6, s7
+        p += 8
+    for q in range(p, acc.size):
+        row = flat[off + q * pitch:off + q * pitch + n]
+        s = acc[q]
+        for j in range(first, n):
+            s = _scalar(op, s, row[j])
+        acc[q] = s
+    return acc
+
+
 def foldable(op: int) -> bool:
     """Whether :func:`fold_rows_f32` implements ``op``."""
     return op in (ADD, SUB, MUL, MAX, MIN)

@@ -122,6 +122,15 @@ def fold_rows_f32(op, start, y):
     return acc
 
 
+@vectorised("nki.sim.helpers.alu", "fold_flat_rows_f32")
+def fold_flat_rows_f32(op, acc, flat, off, pitch, first, n):
+    """``alu.fold_flat_rows_f32``: the rows as a strided view, folded as above."""
+    rows = np.lib.stride_tricks.as_strided(flat[off + first:], shape=(acc.size, n - first),
+                                           strides=(pitch * flat.itemsize, flat.itemsize))
+    acc[:] = fold_rows_f32(op, acc, rows)
+    return acc
+
+
 @vectorised("nki.sim.emit.reduce", "_lane_extremes")
 def _lane_extremes(is_max, row, acc):
     """``reduce._lane_extremes``: Python's ``max``/``min`` (the new value only if it is

@@ -32,6 +32,7 @@ WINDOW_SLOT = 8
 _IMPLS: list[Callable] = []
 _NAMES: list[str] = []
 _ROW_WISE: list[bool] = []
+_CHUNK_SCALE: list[int] = []      # a row-wise helper's chunks, in multiples of chunk_rows'
 _ADDRESSES: dict[int, int] = {}
 _PURE: list[Callable] = []        # the compile-free tier's helpers, built on first use
 
@@ -42,15 +43,17 @@ C_SIGNATURE = types.int64(
     types.CPointer(types.int64), types.CPointer(types.float64), types.CPointer(types.int64))
 
 
-def helper(fn: Callable | None = None, *, row_wise: bool = False):
+def helper(fn: Callable | None = None, *, row_wise: bool = False, chunk_scale: int = 1):
     """Register a compiled helper; returns it unchanged. Its id is ``helper_id(fn)``.
 
     ``row_wise=True`` declares that each partition's results depend only on that partition's
     inputs; such helpers run a few partitions at a time (see ``memory.chunk_rows``), and
     never fault (status 0 always): a row chain (nki/sim/rowchain.py) runs later
-    instructions on a chunk before earlier ones have run on the next chunks."""
+    instructions on a chunk before earlier ones have run on the next chunks.
+    ``chunk_scale``: chunks of that many times ``chunk_rows``' rows, for a helper whose
+    per-call set-up costs more than its temporaries gain from smaller chunks."""
     if fn is None:
-        return lambda f: helper(f, row_wise=row_wise)
+        return lambda f: helper(f, row_wise=row_wise, chunk_scale=chunk_scale)
     name = fn.__name__ if hasattr(fn, "__name__") else fn.py_func.__name__
     if name in _NAMES:
         raise RuntimeError(f"two simulator helpers named {name!r}: names identify helpers in "
@@ -58,6 +61,7 @@ def helper(fn: Callable | None = None, *, row_wise: bool = False):
     _IMPLS.append(fn)
     _NAMES.append(name)
     _ROW_WISE.append(row_wise)
+    _CHUNK_SCALE.append(chunk_scale)
     _module_digest(getattr(fn, "py_func", fn).__module__)
     return fn
 
@@ -91,8 +95,8 @@ def is_row_wise(hid: int) -> bool:
 def python_impls() -> list[Callable]:
     """The plain-Python bodies of the helpers, by id (the python backend's table); row-wise
     helpers are wrapped in the same partition chunking as their C entries."""
-    return [_chunked_py(getattr(f, "py_func", f)) if rw else getattr(f, "py_func", f)
-            for f, rw in zip(_IMPLS, _ROW_WISE)]
+    return [_chunked_py(getattr(f, "py_func", f), _row_wise_entry(k)) if rw
+            else getattr(f, "py_func", f) for k, (f, rw) in enumerate(zip(_IMPLS, _ROW_WISE))]
 
 
 def pure_impls() -> list[Callable]:
@@ -101,12 +105,12 @@ def pure_impls() -> list[Callable]:
     from nki.sim.helpers.pure import pure_value
 
     if len(_PURE) != len(_IMPLS):
-        _PURE[:] = [_chunked_py(pure_value(f), pure=True) if rw else pure_value(f)
-                    for f, rw in zip(_IMPLS, _ROW_WISE)]
+        _PURE[:] = [_chunked_py(pure_value(f), _row_wise_entry(k), pure=True) if rw
+                    else pure_value(f) for k, (f, rw) in enumerate(zip(_IMPLS, _ROW_WISE))]
     return _PURE
 
 
-def _chunked_py(impl: Callable, pure: bool = False) -> Callable:
+def _chunked_py(impl: Callable, body: str, pure: bool = False) -> Callable:
     """The python backend's row-wise wrapper: the very body of the C entry, as Python."""
     from nki.sim.helpers import memory
     from nki.sim.helpers.pure import pure_value
@@ -115,7 +119,7 @@ def _chunked_py(impl: Callable, pure: bool = False) -> Callable:
     if pure:
         chunk_rows, set_chunk = pure_value(chunk_rows), pure_value(set_chunk)
     ns = {"impl": impl, "chunk_rows": chunk_rows, "set_chunk": set_chunk}
-    exec(f"def run(H, S, PS, irow, frow, L):\n{_ROW_WISE_ENTRY}\n", ns)
+    exec(f"def run(H, S, PS, irow, frow, L):\n{body}\n", ns)
     return ns["run"]
 
 
@@ -132,7 +136,9 @@ _ROW_WISE_ENTRY = f"""    P, rows = chunk_rows(irow)
             return 0
         if rows == 0:
             rows = end - p0
-    sub = irow.copy()
+    sub = irow      # one piece: no copy of the row to narrow (an allocation per call)
+    if rows > 0:
+        sub = irow.copy()
     while True:
         if rows > 0:
             set_chunk(irow, sub, p0, min(rows, end - p0))
@@ -140,6 +146,23 @@ _ROW_WISE_ENTRY = f"""    P, rows = chunk_rows(irow)
         p0 += rows
         if status != 0 or rows == 0 or p0 >= end:
             return status"""
+# a chunk_scale other than 1 scales the rows after chunk_rows (the default entry's text, and
+# so its kept machine code, stays as it was)
+_SCALED_CHUNKS = """    P, rows = chunk_rows(irow)
+    if rows > 0:
+        rows *= {scale}
+        if rows >= P:
+            rows = 0
+"""
+
+
+def _row_wise_entry(hid: int) -> str:
+    """The chunk loop of row-wise helper ``hid``, C entry and python backend alike."""
+    scale = _CHUNK_SCALE[hid]
+    if scale == 1:
+        return _ROW_WISE_ENTRY
+    _, rest = _ROW_WISE_ENTRY.split("\n", 1)
+    return _SCALED_CHUNKS.format(scale=scale) + rest
 
 
 _ENTRY_NAMES: dict[int, str] = {}
@@ -165,7 +188,7 @@ def _entry_module(hid: int) -> tuple[str, str]:
     in every process). The module name carries a hash of the helper's module source and of
     the entry text, so an edited helper never reuses an old entry's machine code."""
     impl = _IMPLS[hid]
-    body = _ROW_WISE_ENTRY if _ROW_WISE[hid] else _PLAIN_ENTRY
+    body = _row_wise_entry(hid) if _ROW_WISE[hid] else _PLAIN_ENTRY
     text = "\n".join([
         f"# helper source {_module_digest(impl.py_func.__module__)}",
         "from numba import carray, cfunc, njit",

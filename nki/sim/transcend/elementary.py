@@ -177,7 +177,7 @@ def exp(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, inline="always", error_model="numpy")
 def exp_affine(x: np.ndarray, out: np.ndarray, use_scale: int, s: np.float32, use_bias: int,
                b: np.float32) -> None:
     """``out = exp(x * s + b)`` over two 1-D float32 rows (each step only when used; ``out``
