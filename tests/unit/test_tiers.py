@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from nki import config
-from nki.sim import tier
+from nki.sim import tier, transcend
 from nki.sim.emit import activation, reduce, select
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import pure_value
@@ -38,10 +38,69 @@ def _bits(a) -> np.ndarray:
 
 # --------------------------------------------------- the numpy twins against compiled loops
 
-def test_exp_twin_gives_the_compiled_bits(rng):
-    x = _special_floats(rng)
-    np.testing.assert_array_equal(_bits(pure_value(elementary.exp)(x)),
-                                  _bits(elementary.exp(x)))
+def _around(values) -> np.ndarray:
+    """``values`` as float32, their neighbours one step either side and their negatives."""
+    v = np.array(values, np.float32)
+    inf = np.float32(np.inf)
+    v = np.concatenate([v, np.nextafter(v, inf), np.nextafter(v, -inf)])
+    return np.concatenate([v, -v])
+
+
+_HALF_PIS = (np.arange(-12, 13) * (np.pi / 2)).tolist()
+# Each function's own thresholds, each with its neighbours and negatives (see transcend.base)
+_EDGES = {
+    "exp": [88.72283, 104.0, 103.97, 1e-8],
+    "log": [1.0, 2.0, 0.5, 1.4142135, 0.70710677, 1.1754944e-38, 1e-40, 1e-45, 3.4e38, 1e-30],
+    "sin": _HALF_PIS + [2.0**-12, 1e5, 4e8, 1e10, 1e20, 3.4e38, 3.14159274],
+    "arctan": [0.41421356, 2.4142135, 1.0, 2.0**-12, 1e10, 1e30],
+    "tanh": [0.55, 9.1, 10.0, 20.0, 1e5, 1e-20],
+    "sigmoid": [110.0, 88.0, 104.0, 120.0, 1e-30],
+    "erf": [1.0, 3.92, 4.0, 0.5, 5.0],
+    "gelu": [0.5, 15.0, 16.0, 14.9, 2.0, 0.25, 0.7517915, 1e-20],
+    "gelu_apprx": [16.0, 70.0, 2.3 / 1.702, 0.5 / 1.702, 0.7511542, 1.27846, 2.3, 0.5],
+    "erf_dx": [10.5, 10.0, 1e-20],
+    "rsqrt": [1.0, 4.0, 1e-45, 1e-40, 1.1754944e-38, 3.4e38],
+}
+_EDGE_SETS = {"cos": "sin", "tan": "sin", "softplus": "sigmoid", "silu": "sigmoid",
+              "mish": "sigmoid", "silu_dx": "gelu_apprx", "gelu_apprx_tanh": "gelu_apprx",
+              "gelu_apprx_sigmoid": "gelu_apprx", "gelu_apprx_sigmoid_dx": "gelu_apprx",
+              "gelu_dx": "gelu", "reciprocal": "rsqrt"}
+
+
+def _transcendental_inputs(rng, name) -> np.ndarray:
+    """``_special_floats``, ``name``'s edges and random bit patterns (every NaN payload)."""
+    edges = _EDGES.get(_EDGE_SETS.get(name, name), [])
+    patterns = rng.integers(0, 2 ** 32, 4096, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([_special_floats(rng), _around(edges + [1.0, 0.0]),
+                           patterns.view(np.float32)])
+
+
+@pytest.mark.parametrize("name", transcend.__all__)
+def test_transcendental_twins_give_the_compiled_bits(rng, name):
+    """Every public transcendental (the elementary ones and the activations) in the pure
+    tier, against its compiled loop; also into an ``out`` row and from a 2-D array."""
+    fn = getattr(transcend, name)
+    x = _transcendental_inputs(rng, name)
+    np.testing.assert_array_equal(_bits(pure_value(fn)(x)), _bits(fn(x)), err_msg=name)
+    grid, mine = x[:4096].reshape(64, 64), np.empty(4096, np.float32)
+    got = pure_value(fn)(grid, mine)
+    assert got.shape == grid.shape and np.shares_memory(got, mine)
+    np.testing.assert_array_equal(_bits(got), _bits(fn(grid)), err_msg=name)
+
+
+@pytest.mark.parametrize("use_scale,use_bias", [(1, 1), (1, 0), (0, 1), (0, 0)])
+def test_exp_affine_twin_gives_the_compiled_bits(rng, use_scale, use_bias):
+    x = _transcendental_inputs(rng, "exp")
+    for s, b in ((np.float32(0.75), np.float32(-1.5)), (np.float32(np.nan), np.float32(3e38)),
+                 (np.float32(-0.0), np.float32(1e-45)), (np.float32(1e-3), np.float32(-88.0))):
+        mine, theirs = np.empty_like(x), np.empty_like(x)
+        pure_value(elementary.exp_affine)(x, mine, use_scale, s, use_bias, b)
+        elementary.exp_affine(x, theirs, use_scale, s, use_bias, b)
+        np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+    in_place = x.copy()      # out may be x itself
+    pure_value(elementary.exp_affine)(in_place, in_place, 1, np.float32(0.5), 1, np.float32(1))
+    elementary.exp_affine(x, theirs, 1, np.float32(0.5), 1, np.float32(1))
+    np.testing.assert_array_equal(_bits(in_place), _bits(theirs))
 
 
 @pytest.mark.parametrize("op", [alu.ADD, alu.SUB, alu.MUL, alu.MAX, alu.MIN])
@@ -161,6 +220,55 @@ def test_both_tiers_give_identical_results(rng, monkeypatch):
             outs[mode] = np.asarray(kernel(*args))
         np.testing.assert_array_equal(outs["python"].view(np.uint8),
                                       outs["compiled"].view(np.uint8), err_msg=name)
+
+
+def _activation_kernel(op, affine: bool, dst_dtype):
+    """One ``nisa.activation`` with ``op``: ``op(x * 0.5 + bias)`` when ``affine`` (rows of
+    512+ go row by row: exp through ``exp_affine``), else ``op(x)`` on the whole tile."""
+    import nki.isa as nisa
+    import nki.language as nl
+
+    def act(x, bias):
+        out = nl.ndarray(x.shape, dtype=dst_dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        y = nl.ndarray(x.shape, dtype=dst_dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if affine:
+            b = nl.ndarray(bias.shape, dtype=bias.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=b, src=bias)
+            nisa.activation(dst=y, op=op, data=t, bias=b, scale=0.5)
+        else:
+            nisa.activation(dst=y, op=op, data=t)
+        nisa.dma_copy(dst=out, src=y)
+        return out
+    return act
+
+
+_ACTIVATION_OPS = ["exp", "log", "sin", "cos", "tan", "arctan", "tanh", "sigmoid", "gelu",
+                   "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid", "silu", "erf",
+                   "softplus", "mish", "rsqrt", "reciprocal"]
+
+
+def test_activations_give_identical_results_in_both_tiers(rng, monkeypatch):
+    """``nisa.activation`` end to end with each transcendental ``nl`` op: whole tiles, rows
+    with a bias column (fp32 exp: ``exp_affine``) and a bf16 result, in both tiers."""
+    import nki
+    import nki.language as nl
+
+    x = (rng.standard_normal((128, 512)) * 6).astype(np.float32)
+    x[0, :64] = _special_floats(rng, 64)
+    bias = rng.standard_normal((128, 1)).astype(np.float32)
+    for name in _ACTIVATION_OPS:
+        for affine, dst, data in ((False, nl.float32, x[:, :64]), (True, nl.float32, x),
+                                  (True, nl.bfloat16, x)):
+            kernel = _activation_kernel(getattr(nl, name), affine, dst)
+            outs = {}
+            for mode in ("compiled", "python"):
+                monkeypatch.setenv("NKI_TIER", mode)
+                outs[mode] = np.asarray(nki.jit(kernel)(data, bias))
+            np.testing.assert_array_equal(outs["python"].view(np.uint8),
+                                          outs["compiled"].view(np.uint8),
+                                          err_msg=f"{name} affine={affine} {dst}")
 
 
 # ------------------------------------------------------------------------- the switch

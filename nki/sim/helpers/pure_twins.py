@@ -10,7 +10,6 @@ import numpy as np
 
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import interpreted, pure_value, vectorised
-from nki.sim.transcend import base
 
 # The arithmetic column operators, as numpy ufuncs: IEEE fp32 operations, as in the loops
 _COLUMN_UFUNCS = {alu.ADD: np.add, alu.SUB: np.subtract, alu.MUL: np.multiply,
@@ -63,31 +62,6 @@ def _affine_row(src, dst, use_scale, s, use_bias, b):
         z = src * s if use_scale == 1 else src
         dst[:] = z + b if use_bias == 1 else z
     return None
-
-
-@vectorised("nki.sim.transcend.elementary", "exp")
-def exp(x, out=None):
-    """``elementary.exp``: ``_exp_k``'s steps on whole arrays, its branches as selections."""
-    flat = x.ravel()
-    if out is None:
-        out = np.empty(flat.size, np.float32)
-    v = flat.astype(np.float32, copy=False)
-    with np.errstate(all="ignore"):
-        inside = (v >= base._EXP_MIN) & (v <= base._EXP_MAX)      # False for NaN too
-        hi = np.where(inside, v, base._ZERO)
-        k = np.floor(hi * base._LOG2E + base._HALF)
-        r = ((hi - k * base._LN2_HI) + base._ZERO) - k * base._LN2_LO
-        poly = base._E2 + r * (base._E3 + r * (base._E4 + r * (base._E5 + r * base._E6)))
-        p = base._ONE + (r + r * r * poly)
-        ki = k.astype(np.int32)
-        k1 = ki >> 1
-        s1 = ((k1 + 127) << 23).astype(np.int32).view(np.float32)
-        s2 = ((ki - k1 + 127) << 23).astype(np.int32).view(np.float32)
-        res = p * s1 * s2
-    res = np.where(v > base._EXP_MAX, base._INF, res)
-    res = np.where(v < base._EXP_MIN, base._ZERO, res)
-    out[:] = np.where(v != v, v, res)
-    return out.reshape(x.shape)
 
 
 _CHAINS = {alu.ADD: np.add, alu.SUB: np.subtract, alu.MUL: np.multiply}
