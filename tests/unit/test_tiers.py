@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from nki import config
-from nki.sim import tier, transcend
+from nki.sim import numerics, tier, transcend
 from nki.sim.emit import activation, reduce, select
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import pure_value
@@ -184,6 +184,25 @@ def test_lane_extremes_twin_gives_the_compiled_bits(rng, is_max):
     reduce._lane_extremes(is_max, row, theirs)
     np.testing.assert_array_equal(_bits(mine), _bits(theirs))
     assert pure_value(reduce._first_nan)(row) == reduce._first_nan(row)
+
+
+def test_bf16_conversion_twins_give_the_compiled_bits(rng):
+    """Decoding every bf16 pattern, and encoding special floats, each rounding boundary and
+    random bit patterns (NaN payloads: the quiet NaN with the input's sign)."""
+    every = np.arange(2 ** 16, dtype=np.uint16)
+    mine, theirs = np.empty(every.size, np.float32), np.empty(every.size, np.float32)
+    pure_value(numerics.bf16_to_f32_into)(every, mine)
+    numerics.bf16_to_f32_into(every, theirs)
+    np.testing.assert_array_equal(_bits(mine), _bits(theirs))
+    ties = (every.astype(np.uint32) << 16) + np.array([0x7FFF, 0x8000, 0x8001], np.uint32)[:, None]
+    patterns = rng.integers(0, 2 ** 32, 4096, dtype=np.uint64).astype(np.uint32)
+    x = np.concatenate([_special_floats(rng), ties.ravel().view(np.float32),
+                        patterns.view(np.float32)])
+    for row in (x, x[::3]):
+        got, want = np.empty(row.size, np.uint16), np.empty(row.size, np.uint16)
+        pure_value(numerics.f32_to_bf16_into)(row, got)
+        numerics.f32_to_bf16_into(row, want)
+        np.testing.assert_array_equal(got, want)
 
 
 def test_copy_row_twin_copies_and_keeps_forward_overlap_order():

@@ -177,3 +177,21 @@ def gather(typed, off, irow, base, P, N):
     if rows <= 0 or stride < 0:
         return interpreted(memory.gather)(typed, off, irow, base, P, N)
     return _view(typed, off, (rows, n), (stride, 1)).copy().reshape(P, N)
+
+
+@vectorised("nki.sim.numerics", "bf16_to_f32_into")
+def bf16_to_f32_into(u16, out):
+    """``numerics.bf16_to_f32_into``: every pattern shifted into the high half at once."""
+    wide = u16.astype(np.int64) << 16
+    out.view(np.uint32)[:u16.size] = wide.astype(np.uint32)
+
+
+@vectorised("nki.sim.numerics", "f32_to_bf16_into")
+def f32_to_bf16_into(f32, out):
+    """``numerics.f32_to_bf16_into``: the same uint32 steps (wrapping as the loop's do) on
+    the whole row, the quiet NaN selected where the input is NaN."""
+    bits = f32.view(np.uint32)
+    hi = bits >> np.uint32(16)
+    rne = (bits + np.uint32(0x7FFF) + (hi & np.uint32(1))) >> np.uint32(16)
+    quiet = (hi & np.uint32(0x8000)) | np.uint32(0x7FC0)
+    out[:bits.size] = np.where(f32 != f32, quiet, rne).astype(np.uint16)
