@@ -205,6 +205,37 @@ def test_bf16_conversion_twins_give_the_compiled_bits(rng):
         np.testing.assert_array_equal(got, want)
 
 
+def _encoder_inputs(rng) -> np.ndarray:
+    """Special floats, random bit patterns, and every float32 near an fp16/fp8 rounding
+    boundary (the low 13 bits at a tie, either side of it, or zero, for every high half)."""
+    high = np.arange(2 ** 19, dtype=np.uint32)[::7] << 13
+    low = np.array([0, 0xFFF, 0x1000, 0x1001, 0x80000, 0x100000], np.uint32)[:, None]
+    patterns = rng.integers(0, 2 ** 32, 4096, dtype=np.uint64).astype(np.uint32)
+    return np.concatenate([_special_floats(rng), (high + low).ravel().view(np.float32),
+                           patterns.view(np.float32)])
+
+
+_FP8_CODES = (numerics._E4M3, numerics._E5M2, numerics._E4M3FN, numerics._E8M0)
+
+
+def test_fp16_fp8_tf32_conversion_twins_give_the_compiled_bits(rng):
+    x = _encoder_inputs(rng)
+    for fn, args in ((numerics.f32_to_f16, ()), (numerics.f32_to_tf32, ())) + tuple(
+            (numerics.f32_to_fp8, (code,)) for code in _FP8_CODES):
+        for row in (x, x[::3], x[:600].reshape(20, 30)):
+            np.testing.assert_array_equal(pure_value(fn)(row, *args).view(np.uint8),
+                                          fn(row, *args).view(np.uint8), err_msg=repr(args))
+    every = np.arange(2 ** 16, dtype=np.uint16)
+    np.testing.assert_array_equal(_bits(pure_value(numerics.f16_to_f32)(every)),
+                                  _bits(numerics.f16_to_f32(every)))
+    for code in _FP8_CODES:
+        byte = np.arange(256, dtype=np.uint8).reshape(16, 16)
+        np.testing.assert_array_equal(_bits(pure_value(numerics.fp8_to_f32)(byte, code)),
+                                      _bits(numerics.fp8_to_f32(byte, code)))
+    with pytest.raises(ValueError):
+        pure_value(numerics.f32_to_fp8)(x, -1)
+
+
 def test_copy_row_twin_copies_and_keeps_forward_overlap_order():
     a = np.arange(10, dtype=np.float32)
     b, c = a.copy(), a.copy()

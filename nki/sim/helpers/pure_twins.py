@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nki.sim import numerics
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import interpreted, pure_value, vectorised
 
@@ -195,3 +196,96 @@ def f32_to_bf16_into(f32, out):
     rne = (bits + np.uint32(0x7FFF) + (hi & np.uint32(1))) >> np.uint32(16)
     quiet = (hi & np.uint32(0x8000)) | np.uint32(0x7FC0)
     out[:bits.size] = np.where(f32 != f32, quiet, rne).astype(np.uint16)
+
+
+def _rne_shift(v, sh):
+    """``numerics._rne_shift`` on int64 arrays (``sh`` an array or a number, 1 to 62)."""
+    q = v >> sh
+    rem = v - (q << sh)
+    half = np.int64(1) << (sh - 1)
+    return q + ((rem > half) | ((rem == half) & ((q & 1) == 1)))
+
+
+def _encode_magnitude(a, mbits, bias):
+    """``numerics._encode_magnitude`` on int64 arrays: both roundings, one selected (the
+    subnormal shift clipped to 1..41 where it is not used)."""
+    e = a >> 23
+    min_normal_e = 128 - bias
+    normal = _rne_shift(a - ((127 - bias) << 23), 23 - mbits)
+    sub = e == 0
+    mant = np.where(sub, a & 0x7FFFFF, (a & 0x7FFFFF) | 0x800000)
+    sh = 23 - mbits + min_normal_e - np.where(sub, 1, e)
+    small = np.where(sh > 40, 0, _rne_shift(mant, np.clip(sh, 1, 41)))
+    return np.where(e >= min_normal_e, normal, small)
+
+
+def _f32_words(f32):
+    """The float32 bits of ``f32`` (raveled, as the loops read them) as int64, its sign moved
+    to bit 15 and the magnitude bits."""
+    b = np.ravel(f32).view(np.uint32).astype(np.int64)
+    return b, (b >> 16) & 0x8000, b & 0x7FFFFFFF
+
+
+@vectorised("nki.sim.numerics", "f32_to_f16")
+def f32_to_f16(f32):
+    """``numerics.f32_to_f16``: the NaN rule and the rounding computed on the whole array."""
+    _, sign, a = _f32_words(f32)
+    payload = (a >> 13) & 0x3FF
+    nan = 0x7C00 | np.where(payload == 0, 1, payload)
+    mag = np.minimum(_encode_magnitude(a, 10, 15), 0x7C00)
+    return (sign | np.where(a > 0x7F800000, nan, mag)).astype(np.uint16).reshape(f32.shape)
+
+
+@vectorised("nki.sim.numerics", "f16_to_f32")
+def f16_to_f32(u16):
+    """``numerics.f16_to_f32``: the four cases computed on the whole array, one selected."""
+    h = np.ravel(u16).astype(np.int64)
+    sign = (h & 0x8000) << 16
+    e, m = (h >> 10) & 0x1F, h & 0x3FF
+    sub = (m.astype(np.float32) * numerics._TWO_M24).view(np.uint32).astype(np.int64)
+    r = np.where(m == 0, 0, sub)
+    r = np.where(e != 0, ((e + 112) << 23) | (m << 13), r)
+    r = np.where(e == 0x1F, 0x7F800000 | (m << 13), r)
+    return (sign | r).astype(np.uint32).view(np.float32).reshape(u16.shape)
+
+
+# f32_to_fp8's formats: type code -> (mantissa bits, bias, largest code, NaN code)
+_FP8 = {numerics._E4M3: (3, 7, 0x78, 0x7C), numerics._E5M2: (2, 15, 0x7C, 0x7E),
+        numerics._E4M3FN: (3, 7, 0x7F, 0x7F)}
+
+
+def _e8m0_encode(b):
+    """``numerics._e8m0_encode`` on int64 arrays."""
+    e = b >> 23
+    r = np.where(e == 0, np.where(b > 0x400000, 1, 0), np.minimum(e + ((b >> 22) & 1), 0xFF))
+    return np.where((b == 0) | (b >= 0x7F800000), 0xFF, r)
+
+
+@vectorised("nki.sim.numerics", "f32_to_fp8")
+def f32_to_fp8(f32, fmt):
+    """``numerics.f32_to_fp8``: the rounding and the NaN code selected on the whole array."""
+    b, sign, a = _f32_words(f32)
+    if fmt == numerics._E8M0:
+        return _e8m0_encode(b).astype(np.uint8).reshape(f32.shape)
+    if fmt not in _FP8:
+        raise ValueError("f32_to_fp8: not an fp8 type code")
+    mbits, bias, top, nan = _FP8[fmt]
+    mag = np.minimum(_encode_magnitude(a, mbits, bias), top)
+    out = (sign >> 8) | np.where(a > 0x7F800000, nan, mag)
+    return out.astype(np.uint8).reshape(f32.shape)
+
+
+@vectorised("nki.sim.numerics", "fp8_to_f32")
+def fp8_to_f32(u8, fmt):
+    """``numerics.fp8_to_f32``: one table lookup for the whole array."""
+    if fmt not in _FP8 and fmt != numerics._E8M0:
+        raise ValueError("fp8_to_f32: not an fp8 type code")
+    return numerics.FP8_DECODE[fmt][np.ravel(u8)].reshape(u8.shape)
+
+
+@vectorised("nki.sim.numerics", "f32_to_tf32")
+def f32_to_tf32(f32):
+    """``numerics.f32_to_tf32``: the rounding and the NaN rule selected on the whole array."""
+    b, _, a = _f32_words(f32)
+    r = np.where(a > 0x7F800000, (b & 0xFFFFE000) | 0x400000, _rne_shift(b, 13) << 13)
+    return r.astype(np.uint32).view(np.float32).reshape(f32.shape)
