@@ -180,6 +180,18 @@ def gather(typed, off, irow, base, P, N):
     return _view(typed, off, (rows, n), (stride, 1)).copy().reshape(P, N)
 
 
+@vectorised("nki.sim.helpers.memory", "scatter")
+def scatter(typed, off, irow, base, values):
+    """``memory.scatter``: rows of contiguous elements written at once when the rows do not
+    overlap each other or ``values`` (otherwise the loop's write order matters, and the
+    interpreted original runs)."""
+    rows, stride, n = pure_value(memory._rows_layout)(irow, base)
+    if rows <= 0 or (rows > 1 and stride < n) or np.shares_memory(typed, values):
+        return interpreted(memory.scatter)(typed, off, irow, base, values)
+    _view(typed, off, (rows, n), (stride, 1))[...] = values.ravel()[:rows * n].reshape(rows, n)
+    return None
+
+
 @vectorised("nki.sim.numerics", "bf16_to_f32_into")
 def bf16_to_f32_into(u16, out):
     """``numerics.bf16_to_f32_into``: every pattern shifted into the high half at once."""
