@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from nki import config
-from nki.sim import numerics, tier, transcend
+from nki.sim import layout, numerics, tier, transcend
 from nki.sim.emit import activation, reduce, select
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import pure_value
@@ -234,6 +234,23 @@ def test_fp16_fp8_tf32_conversion_twins_give_the_compiled_bits(rng):
                                       _bits(numerics.fp8_to_f32(byte, code)))
     with pytest.raises(ValueError):
         pure_value(numerics.f32_to_fp8)(x, -1)
+
+
+@pytest.mark.parametrize("rows,stride,n", [(5, 40, 32), (5, 32, 32), (5, 16, 32), (1, -3, 32),
+                                            (4, 0, 8), (3, 50, 1)])
+def test_scatter_twin_writes_the_compiled_words(rng, rows, stride, n):
+    """Rows apart, adjacent, overlapping (the later row wins, as in the loop), one row with a
+    negative stride, all rows on one place, one-element rows."""
+    irow = np.zeros(layout.OPS + layout.OPW, np.int64)
+    base = np.int64(layout.OPS)
+    irow[base + layout.O_COUNT:base + layout.O_COUNT + 5] = [rows, 1, 1, 1, n]
+    irow[base + layout.O_STRIDE:base + layout.O_STRIDE + 5] = [stride, 0, 0, 0, 1]
+    values = _special_floats(rng, rows * n).view(np.uint32).reshape(rows, n)
+    mine = rng.integers(0, 2 ** 32, 400, dtype=np.uint64).astype(np.uint32)
+    theirs = mine.copy()
+    pure_value(memory.scatter)(mine, 60, irow, base, values)
+    memory.scatter(theirs, 60, irow, base, values)
+    np.testing.assert_array_equal(mine, theirs)
 
 
 def test_copy_row_twin_copies_and_keeps_forward_overlap_order():
