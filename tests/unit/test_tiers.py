@@ -218,7 +218,7 @@ def _encoder_inputs(rng) -> np.ndarray:
 _FP8_CODES = (numerics._E4M3, numerics._E5M2, numerics._E4M3FN, numerics._E8M0)
 
 
-def test_fp16_fp8_tf32_conversion_twins_give_the_compiled_bits(rng):
+def test_fp16_fp8_tf32_int_conversion_twins_give_the_compiled_bits(rng):
     x = _encoder_inputs(rng)
     for fn, args in ((numerics.f32_to_f16, ()), (numerics.f32_to_tf32, ())) + tuple(
             (numerics.f32_to_fp8, (code,)) for code in _FP8_CODES):
@@ -234,6 +234,9 @@ def test_fp16_fp8_tf32_conversion_twins_give_the_compiled_bits(rng):
                                       _bits(numerics.fp8_to_f32(byte, code)))
     with pytest.raises(ValueError):
         pure_value(numerics.f32_to_fp8)(x, -1)
+    for lo, hi in ((-128, 127), (0, 255), (-2 ** 31, 2 ** 31 - 1), (0, 2 ** 32 - 1)):
+        np.testing.assert_array_equal(pure_value(numerics.f32_to_int)(x, lo, hi),
+                                      numerics.f32_to_int(x, lo, hi))
 
 
 @pytest.mark.parametrize("rows,stride,n", [(5, 40, 32), (5, 32, 32), (5, 16, 32), (1, -3, 32),

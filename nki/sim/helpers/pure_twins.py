@@ -301,3 +301,13 @@ def f32_to_tf32(f32):
     b, _, a = _f32_words(f32)
     r = np.where(a > 0x7F800000, (b & 0xFFFFE000) | 0x400000, _rne_shift(b, 13) << 13)
     return r.astype(np.uint32).view(np.float32).reshape(f32.shape)
+
+
+@vectorised("nki.sim.numerics", "f32_to_int")
+def f32_to_int(f32, lo, hi):
+    """``numerics.f32_to_int``: rounded in float64, saturated, NaN to 0, then narrowed (every
+    value left is an integer below 2**53, so the cast is exact)."""
+    with np.errstate(invalid="ignore"):      # a signalling NaN widened; the loop ignores it
+        r = np.rint(np.ravel(f32).astype(np.float64))
+    r = np.where(r != r, 0.0, np.clip(r, np.float64(lo), np.float64(hi)))
+    return r.astype(np.int64).reshape(f32.shape)
