@@ -356,6 +356,16 @@ def test_tier_switch(monkeypatch):
         config.tier()
 
 
+def test_only_the_auto_tier_switches_a_python_run(monkeypatch):
+    """NKI_TIER=python always runs the compile-free tier, however long a run takes (a run
+    past the switch's first poll went on compiled, and a tier comparison compared nothing)."""
+    monkeypatch.setattr(tier, "helpers_ready", lambda used: True)
+    monkeypatch.setenv("NKI_TIER", "python")
+    assert not tier.switch_check([])()
+    monkeypatch.setenv("NKI_TIER", "auto")
+    assert tier.switch_check([])()
+
+
 def _gelu_chain(x):
     """Many per-element transcendentals: seconds interpreted, milliseconds compiled."""
     import nki.isa as nisa
