@@ -39,8 +39,10 @@ def nki_digest() -> str:
 SHARED = ("sim/helpers/*.py", "sim/numerics.py", "sim/blas.py", "sim/transcend/*.py",
           "sim/layout.py", "ir/types.py")
 # never inlined into machine code: the registry only names and wraps helpers (each entry
-# module is named by a hash of its own text)
-NOT_INLINED = ("sim/helpers/registry.py",)
+# module is named by a hash of its own text); the pure tier's modules are plain Python that
+# only the compile-free tier runs, so editing a numpy twin rebuilds no helper
+NOT_INLINED = ("sim/helpers/registry.py", "sim/helpers/pure.py", "sim/helpers/pure_twins.py",
+               "sim/helpers/pure_transcend.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -116,7 +116,12 @@ def switch_check(programs: list) -> Callable[[], bool]:
     """For a call running as plain Python: whether every helper it needs now has machine
     code on disk. A long run polls it and stops, to run again compiled: interpreted, the
     per-element transcendentals take microseconds an element (a [128, 4096] GELU ~5 s), so
-    a large kernel would otherwise run far longer than the compile it avoided."""
+    a large kernel would otherwise run far longer than the compile it avoided. Never under
+    ``NKI_TIER=python``, which always runs the compile-free tier."""
+    from nki.config import tier
+
+    if tier() == "python":
+        return lambda: False
     used = _used(programs)
     return lambda: helpers_ready(used)
 

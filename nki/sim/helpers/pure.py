@@ -110,4 +110,5 @@ def _load_twins() -> None:
     global _TWINS_LOADED
     if not _TWINS_LOADED:
         _TWINS_LOADED = True
+        import nki.sim.helpers.pure_transcend  # noqa: F401
         import nki.sim.helpers.pure_twins  # noqa: F401

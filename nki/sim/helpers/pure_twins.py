@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from nki.sim import numerics
 from nki.sim.helpers import alu, memory
 from nki.sim.helpers.pure import interpreted, pure_value, vectorised
-from nki.sim.transcend import base
 
 # The arithmetic column operators, as numpy ufuncs: IEEE fp32 operations, as in the loops
 _COLUMN_UFUNCS = {alu.ADD: np.add, alu.SUB: np.subtract, alu.MUL: np.multiply,
@@ -63,31 +63,6 @@ def _affine_row(src, dst, use_scale, s, use_bias, b):
         z = src * s if use_scale == 1 else src
         dst[:] = z + b if use_bias == 1 else z
     return None
-
-
-@vectorised("nki.sim.transcend.elementary", "exp")
-def exp(x, out=None):
-    """``elementary.exp``: ``_exp_k``'s steps on whole arrays, its branches as selections."""
-    flat = x.ravel()
-    if out is None:
-        out = np.empty(flat.size, np.float32)
-    v = flat.astype(np.float32, copy=False)
-    with np.errstate(all="ignore"):
-        inside = (v >= base._EXP_MIN) & (v <= base._EXP_MAX)      # False for NaN too
-        hi = np.where(inside, v, base._ZERO)
-        k = np.floor(hi * base._LOG2E + base._HALF)
-        r = ((hi - k * base._LN2_HI) + base._ZERO) - k * base._LN2_LO
-        poly = base._E2 + r * (base._E3 + r * (base._E4 + r * (base._E5 + r * base._E6)))
-        p = base._ONE + (r + r * r * poly)
-        ki = k.astype(np.int32)
-        k1 = ki >> 1
-        s1 = ((k1 + 127) << 23).astype(np.int32).view(np.float32)
-        s2 = ((ki - k1 + 127) << 23).astype(np.int32).view(np.float32)
-        res = p * s1 * s2
-    res = np.where(v > base._EXP_MAX, base._INF, res)
-    res = np.where(v < base._EXP_MIN, base._ZERO, res)
-    out[:] = np.where(v != v, v, res)
-    return out.reshape(x.shape)
 
 
 _CHAINS = {alu.ADD: np.add, alu.SUB: np.subtract, alu.MUL: np.multiply}
@@ -212,3 +187,136 @@ def gather(typed, off, irow, base, P, N):
     if rows <= 0 or stride < 0:
         return interpreted(memory.gather)(typed, off, irow, base, P, N)
     return _view(typed, off, (rows, n), (stride, 1)).copy().reshape(P, N)
+
+
+@vectorised("nki.sim.helpers.memory", "scatter")
+def scatter(typed, off, irow, base, values):
+    """``memory.scatter``: rows of contiguous elements written at once when the rows do not
+    overlap each other or ``values`` (otherwise the loop's write order matters, and the
+    interpreted original runs)."""
+    rows, stride, n = pure_value(memory._rows_layout)(irow, base)
+    if rows <= 0 or (rows > 1 and stride < n) or np.shares_memory(typed, values):
+        return interpreted(memory.scatter)(typed, off, irow, base, values)
+    _view(typed, off, (rows, n), (stride, 1))[...] = values.ravel()[:rows * n].reshape(rows, n)
+    return None
+
+
+@vectorised("nki.sim.numerics", "bf16_to_f32_into")
+def bf16_to_f32_into(u16, out):
+    """``numerics.bf16_to_f32_into``: every pattern shifted into the high half at once."""
+    wide = u16.astype(np.int64) << 16
+    out.view(np.uint32)[:u16.size] = wide.astype(np.uint32)
+
+
+@vectorised("nki.sim.numerics", "f32_to_bf16_into")
+def f32_to_bf16_into(f32, out):
+    """``numerics.f32_to_bf16_into``: the same uint32 steps (wrapping as the loop's do) on
+    the whole row, the quiet NaN selected where the input is NaN."""
+    bits = f32.view(np.uint32)
+    hi = bits >> np.uint32(16)
+    rne = (bits + np.uint32(0x7FFF) + (hi & np.uint32(1))) >> np.uint32(16)
+    quiet = (hi & np.uint32(0x8000)) | np.uint32(0x7FC0)
+    out[:bits.size] = np.where(f32 != f32, quiet, rne).astype(np.uint16)
+
+
+def _rne_shift(v, sh):
+    """``numerics._rne_shift`` on int64 arrays (``sh`` an array or a number, 1 to 62)."""
+    q = v >> sh
+    rem = v - (q << sh)
+    half = np.int64(1) << (sh - 1)
+    return q + ((rem > half) | ((rem == half) & ((q & 1) == 1)))
+
+
+def _encode_magnitude(a, mbits, bias):
+    """``numerics._encode_magnitude`` on int64 arrays: both roundings, one selected (the
+    subnormal shift clipped to 1..41 where it is not used)."""
+    e = a >> 23
+    min_normal_e = 128 - bias
+    normal = _rne_shift(a - ((127 - bias) << 23), 23 - mbits)
+    sub = e == 0
+    mant = np.where(sub, a & 0x7FFFFF, (a & 0x7FFFFF) | 0x800000)
+    sh = 23 - mbits + min_normal_e - np.where(sub, 1, e)
+    small = np.where(sh > 40, 0, _rne_shift(mant, np.clip(sh, 1, 41)))
+    return np.where(e >= min_normal_e, normal, small)
+
+
+def _f32_words(f32):
+    """The float32 bits of ``f32`` (raveled, as the loops read them) as int64, its sign moved
+    to bit 15 and the magnitude bits."""
+    b = np.ravel(f32).view(np.uint32).astype(np.int64)
+    return b, (b >> 16) & 0x8000, b & 0x7FFFFFFF
+
+
+@vectorised("nki.sim.numerics", "f32_to_f16")
+def f32_to_f16(f32):
+    """``numerics.f32_to_f16``: the NaN rule and the rounding computed on the whole array."""
+    _, sign, a = _f32_words(f32)
+    payload = (a >> 13) & 0x3FF
+    nan = 0x7C00 | np.where(payload == 0, 1, payload)
+    mag = np.minimum(_encode_magnitude(a, 10, 15), 0x7C00)
+    return (sign | np.where(a > 0x7F800000, nan, mag)).astype(np.uint16).reshape(f32.shape)
+
+
+@vectorised("nki.sim.numerics", "f16_to_f32")
+def f16_to_f32(u16):
+    """``numerics.f16_to_f32``: the four cases computed on the whole array, one selected."""
+    h = np.ravel(u16).astype(np.int64)
+    sign = (h & 0x8000) << 16
+    e, m = (h >> 10) & 0x1F, h & 0x3FF
+    sub = (m.astype(np.float32) * numerics._TWO_M24).view(np.uint32).astype(np.int64)
+    r = np.where(m == 0, 0, sub)
+    r = np.where(e != 0, ((e + 112) << 23) | (m << 13), r)
+    r = np.where(e == 0x1F, 0x7F800000 | (m << 13), r)
+    return (sign | r).astype(np.uint32).view(np.float32).reshape(u16.shape)
+
+
+# f32_to_fp8's formats: type code -> (mantissa bits, bias, largest code, NaN code)
+_FP8 = {numerics._E4M3: (3, 7, 0x78, 0x7C), numerics._E5M2: (2, 15, 0x7C, 0x7E),
+        numerics._E4M3FN: (3, 7, 0x7F, 0x7F)}
+
+
+def _e8m0_encode(b):
+    """``numerics._e8m0_encode`` on int64 arrays."""
+    e = b >> 23
+    r = np.where(e == 0, np.where(b > 0x400000, 1, 0), np.minimum(e + ((b >> 22) & 1), 0xFF))
+    return np.where((b == 0) | (b >= 0x7F800000), 0xFF, r)
+
+
+@vectorised("nki.sim.numerics", "f32_to_fp8")
+def f32_to_fp8(f32, fmt):
+    """``numerics.f32_to_fp8``: the rounding and the NaN code selected on the whole array."""
+    b, sign, a = _f32_words(f32)
+    if fmt == numerics._E8M0:
+        return _e8m0_encode(b).astype(np.uint8).reshape(f32.shape)
+    if fmt not in _FP8:
+        raise ValueError("f32_to_fp8: not an fp8 type code")
+    mbits, bias, top, nan = _FP8[fmt]
+    mag = np.minimum(_encode_magnitude(a, mbits, bias), top)
+    out = (sign >> 8) | np.where(a > 0x7F800000, nan, mag)
+    return out.astype(np.uint8).reshape(f32.shape)
+
+
+@vectorised("nki.sim.numerics", "fp8_to_f32")
+def fp8_to_f32(u8, fmt):
+    """``numerics.fp8_to_f32``: one table lookup for the whole array."""
+    if fmt not in _FP8 and fmt != numerics._E8M0:
+        raise ValueError("fp8_to_f32: not an fp8 type code")
+    return numerics.FP8_DECODE[fmt][np.ravel(u8)].reshape(u8.shape)
+
+
+@vectorised("nki.sim.numerics", "f32_to_tf32")
+def f32_to_tf32(f32):
+    """``numerics.f32_to_tf32``: the rounding and the NaN rule selected on the whole array."""
+    b, _, a = _f32_words(f32)
+    r = np.where(a > 0x7F800000, (b & 0xFFFFE000) | 0x400000, _rne_shift(b, 13) << 13)
+    return r.astype(np.uint32).view(np.float32).reshape(f32.shape)
+
+
+@vectorised("nki.sim.numerics", "f32_to_int")
+def f32_to_int(f32, lo, hi):
+    """``numerics.f32_to_int``: rounded in float64, saturated, NaN to 0, then narrowed (every
+    value left is an integer below 2**53, so the cast is exact)."""
+    with np.errstate(invalid="ignore"):      # a signalling NaN widened; the loop ignores it
+        r = np.rint(np.ravel(f32).astype(np.float64))
+    r = np.where(r != r, 0.0, np.clip(r, np.float64(lo), np.float64(hi)))
+    return r.astype(np.int64).reshape(f32.shape)
