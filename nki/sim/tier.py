@@ -112,16 +112,16 @@ class TierSwitch(Exception):  # noqa: N818 (a signal to rerun, not an error)
     the call runs again on them (the same bits: the tiers are tested equal)."""
 
 
-def switch_check(programs: list) -> Callable[[], bool]:
+def switch_check(programs: list) -> Callable[[], bool] | None:
     """For a call running as plain Python: whether every helper it needs now has machine
     code on disk. A long run polls it and stops, to run again compiled: interpreted, the
     per-element transcendentals take microseconds an element (a [128, 4096] GELU ~5 s), so
-    a large kernel would otherwise run far longer than the compile it avoided. Never under
-    ``NKI_TIER=python``, which always runs the compile-free tier."""
+    a large kernel would otherwise run far longer than the compile it avoided. None under
+    ``NKI_TIER=python``, which always runs the compile-free tier (nothing is polled)."""
     from nki.config import tier
 
     if tier() == "python":
-        return lambda: False
+        return None
     used = _used(programs)
     return lambda: helpers_ready(used)
 

@@ -402,7 +402,7 @@ def test_only_the_auto_tier_switches_a_python_run(monkeypatch):
     past the switch's first poll went on compiled, and a tier comparison compared nothing)."""
     monkeypatch.setattr(tier, "helpers_ready", lambda used: True)
     monkeypatch.setenv("NKI_TIER", "python")
-    assert not tier.switch_check([])()
+    assert tier.switch_check([]) is None
     monkeypatch.setenv("NKI_TIER", "auto")
     assert tier.switch_check([])()
 
