@@ -31,6 +31,9 @@ for the run, and nothing else; each item is the one allowed exception to "no mon
    that the collector, counting objects rather than bytes, may not reach for many tests. So
    under the suite's per-process memory limit the tests after a large failure failed with
    MemoryError.
+
+And one option of its own, not a patch: ``--nki-sample K[:OFFSET]`` runs every K-th collected
+test, so the whole default selection's time can be estimated from a slice of it.
 """
 
 from __future__ import annotations
@@ -154,6 +157,29 @@ def pytest_configure(config):
 
 
 _LAST_FAILURE = ("last_type", "last_value", "last_traceback", "last_exc")
+
+
+def pytest_addoption(parser):
+    """``--nki-sample K[:OFFSET]``: run only every K-th collected test (from OFFSET), to
+    estimate the whole selection's time from a slice of it (not a patch of the suite)."""
+    parser.addoption("--nki-sample", default=None, metavar="K[:OFFSET]",
+                     help="run every K-th collected test only (nki's time estimate)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """``--nki-sample``: keep every K-th item, in collection order (ids of the suite's
+    generated sweeps change between collections, so sampling by id does not work)."""
+    spec = config.getoption("--nki-sample")
+    if not spec:
+        return
+    k, _, offset = spec.partition(":")
+    step, start = int(k), int(offset or 0)
+    if step < 1 or not 0 <= start < step:
+        raise pytest.UsageError(f"--nki-sample {spec}: need K >= 1 and 0 <= OFFSET < K")
+    kept = items[start::step]
+    dropped = [item for i, item in enumerate(items) if i % step != start]
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = kept
 
 
 @pytest.hookimpl(trylast=True)

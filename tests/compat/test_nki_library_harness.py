@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import re
 import sys
 
 import ml_dtypes
@@ -170,3 +171,30 @@ def test_a_failed_tests_arrays_are_freed_before_the_next_test(pytester, plugin, 
     pytester.makepyfile(test_sequence=ONE_FAILURE_THEN_A_CHECK)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *plugin)
     result.assert_outcomes(failed=2 - passed, passed=passed)
+
+
+TEN_TESTS = """
+import pytest
+
+
+@pytest.mark.parametrize("i", range(10))
+def test_numbered(i):
+    print("RAN", i)
+"""
+
+
+@pytest.mark.parametrize("spec, ran", [("3", [0, 3, 6, 9]), ("4:1", [1, 5, 9]),
+                                       ("1", list(range(10)))])
+def test_nki_sample_runs_every_kth_test_from_an_offset(pytester, spec, ran):
+    pytester.makepyfile(test_ten=TEN_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p",
+                                           "nki.testing.nki_library", "--nki-sample", spec, "-s")
+    result.assert_outcomes(passed=len(ran), deselected=10 - len(ran) or None)
+    assert [int(i) for i in re.findall(r"RAN (\d+)", result.stdout.str())] == ran
+
+
+def test_nki_sample_refuses_a_bad_offset(pytester):
+    pytester.makepyfile(test_ten=TEN_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p",
+                                           "nki.testing.nki_library", "--nki-sample", "3:3")
+    assert "--nki-sample 3:3: need K >= 1 and 0 <= OFFSET < K" in result.stderr.str()
