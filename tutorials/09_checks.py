@@ -6,7 +6,9 @@ The simulator checks the rules while tracing, before anything runs, and names th
 code, the rule, and your ``file:line``:
 
 1. a tile with more than 128 partitions;
-2. more PSUM live at once than the 8 banks of 2 KiB per partition hold;
+2. more PSUM live at once than the 8 banks of 2 KiB per partition hold, in any order a
+   compiler could schedule the instructions (tiles that fit once each is read right after
+   its last matmul only get an ``nki_psum_reordered`` warning);
 3. reading a tile that was never written. By default, as in AWS's simulator, fresh SBUF/PSUM
    reads as NaN, so the mistake shows up in the output; ``check_uninit=True`` (or
    ``NKI_CHECK_UNINIT=1``) turns it into an error at the offending instruction.
@@ -39,7 +41,8 @@ def too_many_partitions(x):
 
 @nki.jit
 def too_much_psum(lhsT, rhs):
-    """Mistake 2: nine [128, 512] fp32 accumulators (one 2 KiB bank each) alive together."""
+    """Mistake 2: nine [128, 512] fp32 accumulators (one 2 KiB bank each) alive together:
+    each output adds the last accumulator, so none can be read before all nine are done."""
     K, M = lhsT.shape
     out = nl.ndarray((M, 9 * 512), dtype=nl.float32, buffer=nl.shared_hbm)
     lt = nl.ndarray((K, M), dtype=lhsT.dtype, buffer=nl.sbuf)
@@ -51,9 +54,11 @@ def too_much_psum(lhsT, rhs):
         acc = nl.ndarray((M, 512), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=acc, stationary=lt, moving=rt)
         accs.append(acc)                   # kept alive: all nine are read below
+    last = nl.ndarray((M, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=last, src=accs[-1])
     for j, acc in enumerate(accs):
         res = nl.ndarray((M, 512), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=res, src=acc)
+        nisa.tensor_tensor(dst=res, data1=acc, data2=last, op=nl.add)
         nisa.dma_copy(dst=out[:, j * 512:(j + 1) * 512], src=res)
     return out
 

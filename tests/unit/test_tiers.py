@@ -408,14 +408,14 @@ def test_only_the_auto_tier_switches_a_python_run(monkeypatch):
 
 
 def _gelu_chain(x):
-    """Many per-element transcendentals: seconds interpreted, milliseconds compiled."""
+    """Many per-element transcendentals: ~1 s interpreted, milliseconds compiled."""
     import nki.isa as nisa
     import nki.language as nl
 
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=t, src=x)
-    for _ in nl.sequential_range(40):
+    for _ in nl.sequential_range(400):
         nisa.activation(dst=t, op=nl.gelu, data=t)
     nisa.dma_copy(dst=out, src=t)
     return out
@@ -432,9 +432,12 @@ def _switch_after(polls: int, seen: list):
 def test_a_python_run_stops_and_reruns_compiled_once_the_helpers_are_ready(
         monkeypatch, capfd, polls):
     """polls=0: ready at the first poll, so the run stops and the call runs again compiled;
-    polls=10**6: never ready, the interpreted run finishes. The same result either way."""
+    polls=10**6: never ready, the interpreted run finishes. The same result either way.
+    (Polled every 0.5 ms here, so the first poll comes long before 400 interpreted GELUs end.)"""
     import nki
+    from nki.sim import runtime
 
+    monkeypatch.setattr(runtime, "_SWITCH_POLL_S", 0.0005)
     x = np.random.default_rng(5).standard_normal((128, 512)).astype(np.float32)
     monkeypatch.setenv("NKI_TIER", "compiled")
     want = nki.jit(_gelu_chain)(x)
