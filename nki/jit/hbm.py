@@ -101,8 +101,9 @@ def lay_out(spec, inputs) -> tuple[np.ndarray, set[int]]:
         hbm_slice(hbm, prog, tid)[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
     covered = {i for c in spec.cores for i, t in enumerate(c.output_ids)
                if t in c.covered_outputs}
+    returned_inputs = set(first.input_ids)   # an input the kernel returns keeps its data
     for i, tid in enumerate(first.output_ids):
-        if i not in covered:
+        if i not in covered and tid not in returned_inputs:
             fill_unwritten(hbm_slice(hbm, prog, tid), prog.tensor(tid).dtype)
     return hbm, in_place
 

@@ -364,3 +364,30 @@ def test_an_ap_pattern_past_its_tensor_is_an_error_where_an_instruction_reads_it
                        match=r"(?s)err_tensor_access_out_of_bound.*0\.\.510.*288 elements.*"
                              r"test_nki_library_idioms.py:\d+"):
         nki.jit(loads_a_wide_pattern, backend="python")(np.zeros(288, np.int32))
+
+
+def scatter_into_returned_cache(cache, rows, slots):
+    """qkv_cte's block KV cache: rows scattered into the cache input by one indirect DMA
+    (``.ap(vector_offset=)`` as dst), and the cache returned: every slot not written keeps
+    the input's value."""
+    n, d = rows.shape
+    idx = nl.ndarray((n, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=slots)
+    t = nl.ndarray((n, d), dtype=rows.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=rows)
+    flat = cache.reshape((cache.shape[0] * cache.shape[1], d))
+    nisa.dma_copy(dst=flat.ap(pattern=[[d, n], [1, d]], offset=0, vector_offset=idx,
+                              indirect_dim=0), src=t)
+    return cache
+
+
+@pytest.mark.parametrize("blocks", [4, 64])        # 64 KiB and 1 MiB caches
+def test_a_returned_input_keeps_the_values_the_kernel_did_not_write(backend, blocks):
+    rng = np.random.default_rng(blocks)
+    cache = rng.standard_normal((blocks, 64, 64)).astype(np.float32)
+    rows = rng.standard_normal((128, 64)).astype(np.float32)
+    slots = rng.choice(blocks * 64, 128, replace=False).astype(np.int32).reshape(128, 1)
+    want = cache.reshape(-1, 64).copy()
+    want[slots[:, 0]] = rows
+    out = nki.jit(scatter_into_returned_cache, backend=backend)(cache.copy(), rows, slots)
+    np.testing.assert_array_equal(np.asarray(out).reshape(-1, 64), want)
