@@ -79,19 +79,25 @@ def apply_value_liveness(items, profile: np.ndarray, live: Liveness) -> dict[int
                     dying[u[j - 1]].append(k)
         if u[-1] not in starts[k]:
             dying[u[-1]].append(k)
+    of_tensor: dict[int, list[int]] = defaultdict(list)   # tensor id -> its items, in order
+    for k, it in enumerate(items):
+        of_tensor[it.decl.id].append(k)
     for i, ks in dying.items():
-        _share_dst(items, profile, live.instrs[i], i, ks, starts)
+        _share_dst(items, profile, live.instrs[i], i, ks, starts, of_tensor)
     return dead
 
 
-def _share_dst(items, profile, ins, i: int, dying: list[int], starts) -> None:
+def _share_dst(items, profile, ins, i: int, dying: list[int], starts,
+               of_tensor: dict[int, list[int]]) -> None:
     """The ``dst`` of element-wise ``ins`` written over a source it reads for the last time."""
     if ins.opcode not in _ELEMENTWISE or ins.attr("accumulate"):
         return
     index = {items[k].decl.id: k for k in dying}
     dst = next((a for r, a in ins.writes if r == "dst"), None)
-    born = next((k for k, it in enumerate(items) if dst is not None
-                 and it.decl.id == dst.tensor and i in starts.get(k, ())), None)
+    # the first of dst's items whose value this instruction starts (a dict lookup, not a scan
+    # of every item: 41 s of an output_proj_cte test with 23,486 dying instructions)
+    born = None if dst is None else next(
+        (k for k in of_tensor.get(dst.tensor, ()) if i in starts.get(k, ())), None)
     if born is None:
         return
     for _, src in ins.reads:
