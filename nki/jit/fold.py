@@ -132,15 +132,10 @@ def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool
 
     while i < len(stmts):
         k, reps = _best_run(sigs, i, where)
-        loop = None
         # shifted once: a shorter run retried is a prefix of the same blocks
         blocks = [[shift(i + j * k + m) for m in range(k)]
                   for j in range(reps)] if reps >= 2 else []
-        while reps >= 2 and loop is None:
-            try:
-                loop = make_loop(blocks[:reps], slot)
-            except Exception:  # offsets not affine in the iteration: try a shorter run
-                reps -= 1
+        loop, reps = _longest_loop(make_loop, blocks, slot)
         if loop is not None:
             out.append(loop)
             i += k * reps
@@ -149,6 +144,27 @@ def fold_once(stmts: list, slot: int, make_loop, codes=None) -> tuple[list, bool
             out.append(stmts[i])
             i += 1
     return out, changed
+
+
+def _longest_loop(make_loop, blocks: list, slot: int) -> tuple[object, int]:
+    """``(loop, n)`` for the longest prefix of ``blocks`` (n >= 2) that ``make_loop`` folds,
+    ``(None, 0)`` when none does. A prefix of blocks whose offsets advance affinely advances
+    affinely too, so the longest is found by bisection: trying every shorter run in turn
+    unified O(n^2) blocks (215 of an output_proj_cte test's 333 s)."""
+    if len(blocks) < 2:
+        return None, 0
+    try:
+        return make_loop(blocks, slot), len(blocks)
+    except Exception:  # offsets not affine in the iteration: a shorter run may be
+        pass
+    best, lo, hi = (None, 0), 2, len(blocks) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        try:
+            best, lo = (make_loop(blocks[:mid], slot), mid), mid + 1
+        except Exception:
+            hi = mid - 1
+    return best
 
 
 def _may_repeat(stmts: list) -> bool:

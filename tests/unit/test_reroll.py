@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import nki
 import nki.isa as nisa
@@ -147,3 +148,25 @@ def test_nest_deeper_than_the_loop_slots_stays_correct(backend):
     x = np.arange(4, dtype=np.float32).reshape(1, 4)
     y = nki.jit(_nine_deep, backend=backend, cache=False)(x)
     np.testing.assert_array_equal(y, np.broadcast_to(x.reshape(4), (2,) * 9 + (4,)))
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 64])
+def test_the_longest_foldable_prefix_is_the_one_trying_every_length_finds(n):
+    """fold's bisection against the plain scan (longest first), for every cut-off m: a
+    make_loop that folds exactly the prefixes of at most m blocks."""
+    from nki.jit.fold import _longest_loop
+
+    blocks = [[i] for i in range(n)]
+    for m in range(0, n + 1):
+        calls = []
+
+        def make_loop(bs, slot, m=m, calls=calls):
+            calls.append(len(bs))
+            if len(bs) > m:
+                raise ValueError("not affine")
+            return ("loop", len(bs))
+
+        want = next((r for r in range(n, 1, -1) if r <= m), 0)
+        loop, reps = _longest_loop(make_loop, blocks, 0)
+        assert reps == want and (loop == ("loop", want) if want else loop is None)
+        assert len(calls) <= 2 + n.bit_length()
