@@ -22,6 +22,8 @@ program order does not are simulated outside PSUM (nki/jit/allocate.py), values 
 
 from __future__ import annotations
 
+import itertools
+
 from nki.ir.nodes import Access, Instr
 from nki.ir.ops import Opcode, ReduceCmd
 from nki.ir.types import Memory
@@ -47,13 +49,11 @@ def _is_evacuation(instr: Instr, decls) -> bool:
         return False
     if instr.attr("reduce_cmd", ReduceCmd.idle) != ReduceCmd.idle:
         return False
-    operands = [a for _, a in instr.reads + instr.writes]
     if not all(isinstance(a, Access) and a.offset.is_const and a.partition.is_const
-               for a in operands):
+               for _, a in instr.reads + instr.writes):
         return False
-    memory = [decls[a.tensor].memory for a in operands]
-    reads_psum = any(decls[a.tensor].memory is Memory.PSUM for _, a in instr.reads)
-    return reads_psum and Memory.PSUM not in memory[len(instr.reads):]
+    return any(decls[a.tensor].memory is Memory.PSUM for _, a in instr.reads) and \
+        all(decls[a.tensor].memory is not Memory.PSUM for _, a in instr.writes)
 
 
 def _runtime_loops(live: Liveness, index: int) -> tuple[int, ...]:
@@ -94,6 +94,9 @@ def reordered_ranges(live: Liveness, exact: dict[int, tuple[int, int]],
     position = [0] * len(keys)
     for rank, (_, index) in enumerate(sorted(keys)):
         position[index] = rank
+    # the last position of the instructions up to each index: where a runtime loop ending
+    # there ends in the schedule (its last instruction may have moved up inside it)
+    reach = list(itertools.accumulate(position, max))
     ranges: dict[int, list[int]] = {}
     for index, instr in enumerate(live.instrs):
         for _, a in instr.reads + instr.writes:
@@ -104,6 +107,6 @@ def reordered_ranges(live: Liveness, exact: dict[int, tuple[int, int]],
     for tid, (lo, hi) in ranges.items():
         first, last = live.uses[tid]
         if exact[tid] != (first, last):          # kept live across a runtime loop
-            lo, hi = min(lo, position[exact[tid][0]]), max(hi, position[exact[tid][1]])
+            lo, hi = min(lo, position[exact[tid][0]]), max(hi, reach[exact[tid][1]])
         out[tid] = (lo, hi)
     return out
