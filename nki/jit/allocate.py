@@ -122,8 +122,7 @@ def _pack(program: Program, target: Target, memory: Memory, ranges: Ranges, exac
     kept when it places more. Returns offsets and the failures of the packing kept."""
     by_id = program._by_id()     # a dict, not program.tensor() per tile instance
     decls = [d for d in (by_id[t] for t in ranges) if d.memory is memory]
-    users = [d for d in decls if d.user_address]
-    autos = [d for d in decls if not d.user_address and d.id not in skip]
+    users, autos = _by_placement(decls, skip)
     size, bank = _capacity(target, memory)
     placed, failed = _first_fit(autos, ranges, size, bank, users)
     if failed:
@@ -132,6 +131,13 @@ def _pack(program: Program, target: Target, memory: Memory, ranges: Ranges, exac
         if len(failed2) < len(failed):
             placed, failed = placed2, failed2
     return placed, failed
+
+
+def _by_placement(decls: list[TensorDecl], skip: frozenset[int] = frozenset()
+                  ) -> tuple[list[TensorDecl], list[TensorDecl]]:
+    """(tensors placed with ``address=``, tensors first fit places, less ``skip``)."""
+    return ([d for d in decls if d.user_address],
+            [d for d in decls if not d.user_address and d.id not in skip])
 
 
 def _capacity(target: Target, memory: Memory) -> tuple[int, int]:
@@ -147,9 +153,7 @@ def _fits_reordered(program: Program, target: Target, live: Liveness, exact: Ran
     by_id = program._by_id()
     psum = {t for t in exact if by_id[t].memory is Memory.PSUM}
     moved = reordered_ranges(live, exact, psum)
-    decls = [by_id[t] for t in sorted(psum)]
-    users = [d for d in decls if d.user_address]
-    autos = [d for d in decls if not d.user_address]
+    users, autos = _by_placement([by_id[t] for t in sorted(psum)])
     size, bank = _capacity(target, Memory.PSUM)
     return not _first_fit(autos, moved, size, bank, users)[1]
 
