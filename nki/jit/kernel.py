@@ -38,6 +38,7 @@ from nki.jit.specialize import CoreProgram, Launch, specialize_cores
 from nki.jit.torch_values import REAL, fake_outputs, kernel_created
 from nki.lang.tracer import active, user_loc
 from nki.sim.runtime import Executable, run_cores
+from nki.sim.tier import TierSwitch
 
 # keywords AWS's nki.jit accepts that do not change how we simulate
 _AWS_KWARGS = {"mode", "show_compiler_tb",
@@ -383,8 +384,6 @@ def execute(spec: Specialization, tensor_args: dict[int, TensorArg], profiles=No
     """Lay out HBM, run every core, copy outputs out and written inputs back. With a list
     ``profiles``, every instruction is timed and each core's InstructionProfile appended;
     with a list ``records``, each core's RunRecord is appended."""
-    from nki.sim.tier import TierSwitch
-
     call = prepare_call(spec, tensor_args, profiles)
     target = get_target(spec.settings.target)
     try:
