@@ -128,7 +128,10 @@ class _ArenaPool:
 
     ``rows``: partitions the SBUF arena has (likewise PSUM's); a program with tensors placed
     in overflow pages (spilled or unpackable tiles, ``Generated.sbuf_rows``; PSUM tiles that
-    fit only reordered, ``Generated.psum_rows``) needs more than the target's.
+    fit only reordered, ``Generated.psum_rows``) needs more than the target's. Such oversized
+    arenas (192 KiB per extra row) come in as many sizes as there are spilling programs, so
+    only the most recent one per (target, core) is kept: a test suite running hundreds of
+    spilling kernels would otherwise hold every size it ever saw.
     They are not cleared: every read of a never-written byte was found while tracing and is
     preceded by an explicit fill (the NaN/4 sentinel), so stale bytes are never observable."""
 
@@ -141,9 +144,12 @@ class _ArenaPool:
         rows = max(sbuf_rows, target.sbuf_partitions)
         prows = max(psum_rows, target.sbuf_partitions)
         key = (target.name, core, rows, prows)
+        oversized = (rows, prows) != (target.sbuf_partitions, target.sbuf_partitions)
         with self._lock:
-            free = self._free.setdefault(key, [])
+            free = self._free.get(key)
             arenas = free.pop() if free else None
+            if arenas is None and oversized:
+                self._drop_oversized(target, core)   # free them before allocating another
         if arenas is None:
             # engine state lives at the PSUM arena's end, after any overflow pages
             arenas = (np.full(rows * target.arena_pitch(Memory.SBUF), 0xFF, np.uint8),
@@ -154,7 +160,22 @@ class _ArenaPool:
             yield arenas
         finally:
             with self._lock:
-                self._free[key].append(arenas)
+                if oversized:
+                    self._drop_oversized(target, core, keep=key)
+                self._free.setdefault(key, []).append(arenas)
+
+    def _drop_oversized(self, target: Target, core: int, keep: tuple | None = None) -> None:
+        """Forget the pooled oversized arenas of one (target, core) other than ``keep``'s."""
+        standard = target.sbuf_partitions
+        for key in [k for k in self._free if k[:2] == (target.name, core) and k != keep
+                    and (k[2], k[3]) != (standard, standard)]:
+            del self._free[key]
+
+    def held_bytes(self) -> int:
+        """Bytes of the arenas the pool keeps for later runs (not those in use)."""
+        with self._lock:
+            return sum(a.nbytes for arenas in self._free.values() for pair in arenas
+                       for a in pair)
 
 
 _ARENAS = _ArenaPool()
