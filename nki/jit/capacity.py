@@ -190,17 +190,26 @@ def _profile(program: Program, target: Target, live: Liveness,
     band_of = {p: k for k, p in enumerate(edges)}
     first = np.array([band_of[p0] for p0, _ in spans], np.int64)
     width = np.array([band_of[p1] for _, p1 in spans], np.int64) - first
-    nbytes = np.array(_counted_bytes(decls, spans, exact), np.int64)
     lo = np.array([exact[d.id][0] for d in decls], np.int64)
     hi = np.array([exact[d.id][1] for d in decls], np.int64)
     # one row per (tensor, band it covers): +bytes where it starts, -bytes after its end
     rows = np.repeat(np.arange(len(decls)), width)
     cols = first[rows] + (np.arange(len(rows)) - np.repeat(np.cumsum(width) - width, width))
     n = len(live.frames)
-    diff = np.zeros((n + 1, len(edges) - 1), np.int64)
-    np.add.at(diff, (lo[rows], cols), nbytes[rows])
-    np.add.at(diff, (hi[rows] + 1, cols), -nbytes[rows])
-    profile = np.cumsum(diff[:n], axis=0)
+
+    def live_bytes(nbytes: np.ndarray) -> np.ndarray:
+        diff = np.zeros((n + 1, len(edges) - 1), np.int64)
+        np.add.at(diff, (lo[rows], cols), nbytes[rows])
+        np.add.at(diff, (hi[rows] + 1, cols), -nbytes[rows])
+        return np.cumsum(diff[:n], axis=0)
+
+    # every tile at its full size bounds the counted bytes from above: most programs fit
+    # with it, without asking which address= tiles alias others
+    if int(live_bytes(np.array([d.bytes_per_partition for d in decls], np.int64)).max()) \
+            <= cap:
+        return None
+    nbytes = np.array(_counted_bytes(decls, spans, exact), np.int64)
+    profile = live_bytes(nbytes)
     if int(profile.max()) <= cap:
         return None
     items = [_Item(d, int(lo[k]), int(hi[k]), int(nbytes[k]),
@@ -219,22 +228,34 @@ def _partitions(d: TensorDecl) -> tuple[int, int]:
 def _counted_bytes(decls: list[TensorDecl], spans, exact) -> list[int]:
     """B/partition each tensor adds: its size, except an ``address=`` tile lying inside
     another ``address=`` tile live at least as long (a window the kernel aliases on purpose),
-    which adds nothing: the bytes are counted once."""
-    users = [(d, span) for d, span in zip(decls, spans) if d.user_address]
+    which adds nothing: the bytes are counted once. Of two identical tiles the first one
+    (larger first, then lower id) is the container."""
+    counted = [d.bytes_per_partition for d in decls]
+    users = [k for k, d in enumerate(decls) if d.user_address]
+    if len(users) < 2:
+        return counted
+    # one column per user-address tile: sort key, byte window, partition span, live range
+    size = np.array([decls[k].bytes_per_partition for k in users], np.int64)
+    ident = np.array([decls[k].id for k in users], np.int64)
+    a0 = np.array([decls[k].address[1] for k in users], np.int64)
+    p0 = np.array([spans[k][0] for k in users], np.int64)
+    p1 = np.array([spans[k][1] for k in users], np.int64)
+    lo = np.array([exact[decls[k].id][0] for k in users], np.int64)
+    hi = np.array([exact[decls[k].id][1] for k in users], np.int64)
+    a1 = a0 + size
+    for s in range(0, len(users), _CONTAIN_CHUNK):  # rows: candidates, columns: containers
+        r = slice(s, s + _CONTAIN_CHUNK)
+        first = (size[None, :] > size[r, None]) | \
+            ((size[None, :] == size[r, None]) & (ident[None, :] < ident[r, None]))
+        inside = (first & (a0[None, :] <= a0[r, None]) & (a1[r, None] <= a1[None, :])
+                  & (p0[None, :] <= p0[r, None]) & (p1[r, None] <= p1[None, :])
+                  & (lo[None, :] <= lo[r, None]) & (hi[r, None] <= hi[None, :]))
+        for k in np.flatnonzero(inside.any(axis=1)):
+            counted[users[s + k]] = 0
+    return counted
 
-    def key(d):                    # the containing tile of two identical ones: the first
-        return (-d.bytes_per_partition, d.id)
 
-    def inside(d, span) -> bool:
-        lo, hi = exact[d.id]
-        a0, a1 = d.address[1], d.address[1] + d.bytes_per_partition
-        return any(o is not d and key(o) < key(d) and o.address[1] <= a0 and
-                   a1 <= o.address[1] + o.bytes_per_partition and ospan[0] <= span[0] and
-                   span[1] <= ospan[1] and exact[o.id][0] <= lo and hi <= exact[o.id][1]
-                   for o, ospan in users)
-
-    return [0 if d.user_address and inside(d, span) else d.bytes_per_partition
-            for d, span in zip(decls, spans)]
+_CONTAIN_CHUNK = 512          # rows of the containment matrix at once: 512 x n booleans
 
 
 # ----- spilling ------------------------------------------------------------------------------
