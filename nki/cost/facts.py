@@ -110,10 +110,13 @@ def _per_target(name: str) -> dict[str, Fact]:
                                                      "table, 17/23/33 B/ns"),
         "hbm_bytes_per_ns_device": _f(hbm[0], f"{arch}: HBM bandwidth per device"),
         "neuron_cores_per_device": _f(hbm[1], f"{arch}: NeuronCores per device"),
-        # v3 VectorE perf modes (automatic): 4x copy/tensor_scalar SBUF->SBUF 16-bit
-        # contiguous, 2x otherwise (not contiguous or one side PSUM), 2x tensor_tensor SBUF
-        # 16-bit
-        "vector_perf_mode": _f(1 if v3 else 0, f"{ARCH_V3}: VectorE perf modes (v3+)"),
+        # v3 VectorE perf modes (automatic), every side BF16/FP16 (so never an fp32 PSUM
+        # evacuation): copy/tensor_scalar 4x SBUF->SBUF contiguous, 2x SBUF strided or
+        # contiguous with one side PSUM (strided PSUM: none); tensor_tensor 2x SBUF inputs
+        "vector_perf_mode": _f(1 if v3 else 0, f"{ARCH_V3}: VectorE perf modes (v3+), "
+                                               "conditions 1a-1c on the input/output "
+                                               "tensors (a tensor_scalar operand is not "
+                                               "one)"),
         "scalar_16bit_speedup": _f(2 if v4 else 1, f"{ARCH_V4}: ScalarE 2x bf16 "
                                                    "tensor_scalar/tensor_copy (v4)"),
         "gpsimd_narrow_lanes": _f(0 if v4 else 1, f"{ARCH_V2}: GpSimd 16x32-bit / "

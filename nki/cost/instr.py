@@ -247,19 +247,33 @@ def _vector_cycles(instr: Instr, n: int, ops: list[Placed], facts: CostFacts) ->
 
 def _vector_perf_mode(instr: Instr, ops: list[Placed], strided: bool,
                       facts: CostFacts) -> int:
-    """VectorE's automatic perf modes on NeuronCore-v3+ (trn2 arch guide)."""
-    # 16-bit data; a PSUM side holds the fp32 accumulators the doc's PSUM case reads
-    if not facts["vector_perf_mode"] or not ops or \
-            not all(_is16(a) or a.space is Memory.PSUM for a in ops) or \
-            not any(_is16(a) for a in ops):
+    """VectorE's automatic perf modes on NeuronCore-v3+ (trn2 arch guide, "Vector Engine
+    Performance Mode"): every condition is on the input/output tensors, all BF16/FP16."""
+    if not facts["vector_perf_mode"]:
         return 1
-    all_sbuf = all(a.space is Memory.SBUF for a in ops)
-    dense = not strided and all(_minor_stride_bytes(a) <= a.dtype.itemsize for a in ops)
+    tensors = _perf_mode_tensors(instr, ops)
+    # condition 1b for every mode: no fp32 side, so no perf mode for an fp32 PSUM evacuation
+    if not tensors or not all(_is16(a) for a in tensors):
+        return 1
+    all_sbuf = all(a.space is Memory.SBUF for a in tensors)
+    dense = not strided and all(_minor_stride_bytes(a) <= a.dtype.itemsize for a in tensors)
     if instr.opcode in (Opcode.TENSOR_COPY, Opcode.TENSOR_SCALAR):
-        return 4 if (all_sbuf and dense) else 2
-    if instr.opcode is Opcode.TENSOR_TENSOR and all_sbuf:
-        return 2
+        if all_sbuf:
+            return 4 if dense else 2          # 1a+1b+1c: 4x; 1a+1b, not 1c: 2x
+        return 2 if dense else 1              # 1b+1c with one side in PSUM: 2x
+    if instr.opcode is Opcode.TENSOR_TENSOR:
+        inputs = [a for k, a in instr.reads if isinstance(a, Placed)]
+        return 2 if all(a.space is Memory.SBUF for a in inputs) else 1
     return 1
+
+
+def _perf_mode_tensors(instr: Instr, ops: list[Placed]) -> list[Placed]:
+    """The operands the perf-mode conditions speak of: the guide names the input/output
+    tensors, so tensor_scalar's per-partition ``operandN`` ([P, 1], often fp32) is not one."""
+    if instr.opcode is not Opcode.TENSOR_SCALAR:
+        return ops
+    return [a for k, a, _ in instr.accesses()
+            if isinstance(a, Placed) and not k.startswith("operand")]
 
 
 def _scalar_cycles(instr: Instr, n: int, ops: list[Placed], facts: CostFacts) -> float:
