@@ -117,6 +117,8 @@ def _per_target(name: str) -> dict[str, Fact]:
                                                "conditions 1a-1c on the input/output "
                                                "tensors (a tensor_scalar operand is not "
                                                "one)"),
+        "bf16_fast_paths": _f(1, f"{ISA_OLD}: tensor_tensor / scalar_tensor_tensor / "
+                                 "tensor_reduce fast paths name bf16 only (not fp16)"),
         "scalar_16bit_speedup": _f(2 if v4 else 1, f"{ARCH_V4}: ScalarE 2x bf16 "
                                                    "tensor_scalar/tensor_copy (v4)"),
         "gpsimd_narrow_lanes": _f(0 if v4 else 1, f"{ARCH_V2}: GpSimd 16x32-bit / "

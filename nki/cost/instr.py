@@ -182,6 +182,16 @@ def _is16(op: Placed) -> bool:
     return op.dtype.itemsize == 2 and not op.dtype.is_int
 
 
+def _fast16(facts: CostFacts):
+    """The dtype test of tensor_tensor / scalar_tensor_tensor / tensor_reduce's fast paths:
+    their isa cost notes name bf16 alone (memset's names bf16 and fp16)."""
+    return _isbf16 if facts["bf16_fast_paths"] else _is16
+
+
+def _isbf16(op: Placed) -> bool:
+    return op.dtype == "bfloat16"
+
+
 def _stream_cycles(instr: Instr, engine: str, facts: CostFacts) -> tuple[float, str]:
     """Cycles of a Vector/Scalar/GpSimd instruction and the perf mode it ran in."""
     n = _n(instr)
@@ -208,21 +218,22 @@ def _stream_cycles(instr: Instr, engine: str, facts: CostFacts) -> tuple[float, 
 
 def _vector_cycles(instr: Instr, n: int, ops: list[Placed], facts: CostFacts) -> float:
     op = instr.opcode
+    fast16 = _fast16(facts)
     min_ii = facts["min_ii_cycles"]
     inputs = [a for _, a in instr.reads if isinstance(a, Placed) and a.space.on_chip]
     two_tiles = sum(1 for a in inputs if _free_elems(a) > 1) >= 2
     if op is Opcode.TENSOR_TENSOR:
         one_psum = any(a.space is Memory.PSUM for a in inputs)
-        fast = (all(_is16(a) for a in ops) and instr.attr("op") in
+        fast = (all(fast16(a) for a in ops) and instr.attr("op") in
                 (Alu.add, Alu.multiply, Alu.subtract)
                 and all(_minor_stride_bytes(a) <= a.dtype.itemsize for a in ops))
         return n if (one_psum or fast) else 2 * n
     if op is Opcode.SCALAR_TENSOR_TENSOR:
-        fast = (all(_is16(a) for a in ops) and n % 2 == 0 and instr.attr("op0") is Alu.subtract
+        fast = (all(fast16(a) for a in ops) and n % 2 == 0 and instr.attr("op0") is Alu.subtract
                 and instr.attr("op1") is Alu.multiply)
         return n if fast else 2 * n
     if op is Opcode.TENSOR_REDUCE:
-        fast = all(_is16(a) for a in ops) and instr.attr("op") in (Alu.add, Alu.maximum)
+        fast = all(fast16(a) for a in ops) and instr.attr("op") in (Alu.add, Alu.maximum)
         return n / 2 if fast else n
     if op is Opcode.TENSOR_SCALAR_REDUCE:
         return max(min_ii, n) + min_ii
