@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nki.cost.instr import COMPUTE_ENGINES, DMA
+from nki.cost.instr import COMPUTE_ENGINES, DMA, shares_ports
 from nki.cost.prep import LoopNode, Prepared
 from nki.cost.schedule import _SYNC_POINTS, Timeline
 
@@ -52,8 +52,8 @@ def flatten(prep: Prepared, facts) -> dict:
         f64["ns"][s], f64["fixed"][s], f64["ls"][s] = c.ns, c.fixed_ns, c.ls_ns
         f64["lat"][s] = c.floor_ns
         packets[s] = max(1, c.packets)
-        if facts["port_conflicts"]:
-            ports[s] = ("sbuf" in c.ports, "psum" in c.ports)   # trn1 shared ports
+        if shares_ports(facts):   # trn1's shared ports, v3+'s perf-mode bus
+            ports[s] = ("sbuf" in c.ports, "psum" in c.ports)
         op_lo[s] = len(rows)
         for r in st.operands:
             fam = fam_ids.setdefault(r.family, len(fam_ids))

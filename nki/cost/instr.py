@@ -144,9 +144,8 @@ def instr_cost(instr: Instr, program: Program, facts: CostFacts) -> InstrCost:
     if engine == "sync":
         return _sync_cost(instr, facts)
     cycles, mode = _stream_cycles(instr, engine, facts)
-    ports = ports_of(instr, engine) if facts["port_conflicts"] else ()
     return InstrCost(engine, cycles / facts[f"{engine}_clock_ghz"], perf_mode=mode,
-                     ports=ports)
+                     ports=_held_ports(instr, engine, mode, facts))
 
 
 # NeuronCore-v2's on-chip RAM access restrictions (trn1 arch guide, "Concurrent SBUF/PSUM
@@ -163,6 +162,22 @@ def ports_of(instr: Instr, engine: str) -> tuple[str, ...]:
     spaces = {a.space for a in _operands(instr)}
     return tuple(port for mem, (port, engines) in _PORT_ENGINES.items()
                  if mem in spaces and engine in engines)
+
+
+def _held_ports(instr: Instr, engine: str, mode: str, facts: CostFacts) -> tuple[str, ...]:
+    if facts["port_conflicts"]:
+        return ports_of(instr, engine)
+    # v3+: VectorE's perf mode streams over the bus it shares with GpSimdE (trn2 arch
+    # guide, Data Movement Updates 1b), so the two hold one port; outside perf mode
+    # VectorE and GpSimdE access SBUF in parallel
+    if facts["perf_mode_gpsimd_bus"] and (engine == "gpsimd" or (engine == "vector" and mode)):
+        return ("sbuf",)
+    return ()
+
+
+def shares_ports(facts: CostFacts) -> bool:
+    """Whether the scheduler has any shared port to model on ``facts``' target."""
+    return bool(facts["port_conflicts"] or facts["perf_mode_gpsimd_bus"])
 
 
 def _sync_cost(instr: Instr, facts: CostFacts) -> InstrCost:

@@ -8,6 +8,7 @@ read, write after write on overlapping regions of the same tensor instance, see 
 plus ``dep_overhead_cycles`` when a dependency, not the engine, decided the start. On trn1
 VectorE and GpSimdE share the SBUF ports and VectorE and ScalarE the PSUM ports: an
 instruction waits for the port of each of those memories it touches (``InstrCost.ports``).
+On trn2/trn3 only VectorE in perf mode and GpSimdE share one (the bus perf mode uses).
 
 A DMA instruction spreads its packets over the queues free soonest and completes at the
 later of its last packet's end and ``floor_ns`` (``dma_latency_ns``) after it was ready: its
@@ -22,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nki.cost.facts import CostFacts
-from nki.cost.instr import DMA
+from nki.cost.instr import DMA, shares_ports
 from nki.cost.prep import LoopNode, Prepared
 from nki.errors import NkiUnsupportedError, fail
 from nki.ir.ops import Opcode
@@ -178,7 +179,7 @@ class CoreScheduler:
         self.records = _Records()
         self.iters = [0] * max(1, prep.nloops)
         self.depth = max(1, int(facts["rotation_depth"]))
-        self.ports = bool(facts["port_conflicts"])
+        self.ports = shares_ports(facts)
         self.dep_cycles = facts["dep_overhead_cycles"]
         self.prev_matmul = False
         self.count = 0                       # executed instructions, as capacity.py counts
