@@ -19,7 +19,9 @@ from nki.cost.spills import add_spills
 from nki.results import MODEL
 
 # bump when a formula or a constant changes, so numbers across commits compare
-MODEL_VERSION = "nki-cost 0.3"   # 0.3: DMA = max(latency, descriptors + bytes / bandwidth),
+MODEL_VERSION = "nki-cost 0.4"   # 0.4: VectorE perf modes as the trn2 guide words them
+#   (no fp32 side, tensor_scalar operands aside), bf16-only fast paths, the perf-mode bus
+#   VectorE shares with GpSimdE; 0.3: DMA = max(latency, descriptors + bytes / bandwidth),
 # 8 partitions per DMA engine, round-robin engine sharing; 0.2: trn1 ports per memory,
 # chained-instruction overhead, legacy partition broadcasts on TensorE; 0.1.1: record merges
 # always shorten (a crash fix)
