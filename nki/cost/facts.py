@@ -118,10 +118,11 @@ def _per_target(name: str) -> dict[str, Fact]:
                                                "tensors (a tensor_scalar operand is not "
                                                "one)"),
         # perf mode streams over the bus VectorE shares with GpSimdE; the hardware
-        # arbitrates, so the two do not stream at once (the trn3 guide does not lift it)
+        # arbitrates, so the two do not stream at once (the trn3 guide is silent: carried over)
         "perf_mode_gpsimd_bus": _f(1 if v3 else 0, f"{ARCH_V3}: Data Movement Updates 1b, "
                                                    "VectorE perf mode uses a memory bus "
-                                                   "shared with GpSimdE, arbitrated"),
+                                                   "shared with GpSimdE, arbitrated "
+                                                   "(trn3: carried over)"),
         "bf16_fast_paths": _f(1, f"{ISA_OLD}: tensor_tensor / scalar_tensor_tensor / "
                                  "tensor_reduce fast paths name bf16 only (not fp16)"),
         "scalar_16bit_speedup": _f(2 if v4 else 1, f"{ARCH_V4}: ScalarE 2x bf16 "
