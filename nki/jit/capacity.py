@@ -205,13 +205,15 @@ def _profile(program: Program, target: Target, live: Liveness,
 
     # every tile at its full size bounds the counted bytes from above: most programs fit
     # with it, without asking which address= tiles alias others
-    if int(live_bytes(np.array([d.bytes_per_partition for d in decls], np.int64)).max()) \
-            <= cap:
-        return None
-    nbytes = np.array(_counted_bytes(decls, spans, exact), np.int64)
-    profile = live_bytes(nbytes)
+    full = np.array([d.bytes_per_partition for d in decls], np.int64)
+    profile = live_bytes(full)
     if int(profile.max()) <= cap:
         return None
+    nbytes = np.array(_counted_bytes(decls, spans, exact), np.int64)
+    if not np.array_equal(nbytes, full):       # some aliased window counted once
+        profile = live_bytes(nbytes)
+        if int(profile.max()) <= cap:
+            return None
     items = [_Item(d, int(lo[k]), int(hi[k]), int(nbytes[k]),
                    np.arange(first[k], first[k] + width[k]), not d.user_address)
              for k, d in enumerate(decls)]
