@@ -288,7 +288,7 @@ def _vector_perf_mode(instr: Instr, ops: list[Placed], strided: bool,
             return 4 if dense else 2          # 1a+1b+1c: 4x; 1a+1b, not 1c: 2x
         return 2 if dense else 1              # 1b+1c with one side in PSUM: 2x
     if instr.opcode is Opcode.TENSOR_TENSOR:
-        inputs = [a for k, a in instr.reads if isinstance(a, Placed)]
+        inputs = [a for _, a in instr.reads if isinstance(a, Placed)]
         return 2 if all(a.space is Memory.SBUF for a in inputs) else 1
     return 1
 
