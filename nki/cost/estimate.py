@@ -19,7 +19,8 @@ from nki.cost.spills import add_spills
 from nki.results import MODEL
 
 # bump when a formula or a constant changes, so numbers across commits compare
-MODEL_VERSION = "nki-cost 0.4"   # 0.4: VectorE perf modes as the trn2 guide words them
+MODEL_VERSION = "nki-cost 0.5"   # 0.5: nl.zeros starting a PSUM accumulation group is
+#   folded into its first matmul; 0.4: VectorE perf modes as the trn2 guide words them
 #   (no fp32 side, tensor_scalar operands aside), bf16-only fast paths, the perf-mode bus
 #   VectorE shares with GpSimdE; 0.3: DMA = max(latency, descriptors + bytes / bandwidth),
 # 8 partitions per DMA engine, round-robin engine sharing; 0.2: trn1 ports per memory,

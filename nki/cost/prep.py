@@ -22,7 +22,9 @@ from nki.cost.instr import InstrCost, instr_cost
 from nki.errors import NkiUnsupportedError, fail
 from nki.ir.affine import Affine
 from nki.ir.nodes import DYN_LOOPS, DynFor, Instr, Loop, Placed, Program
+from nki.ir.ops import Opcode
 from nki.ir.target import get_target
+from nki.ir.types import Memory
 
 
 @dataclass(frozen=True)
@@ -139,11 +141,43 @@ def prepare(program: Program, facts: CostFacts,
 
     body = build(program.body, ())
     families, owners = _analyse_tensors(program, raw, trips)
-    for ins, _ in raw:
+    folded = psum_zeros_folded([ins for ins, _ in raw])
+    for k, (ins, _) in enumerate(raw):
         refs = tuple(_ref(a, w, program, target, families, owners)
                      for _, a, w in ins.accesses() if isinstance(a, Placed))
-        instrs.append(StaticInstr(ins, instr_cost(ins, program, facts), refs))
+        cost = FOLDED_ZEROS if k in folded else instr_cost(ins, program, facts)
+        instrs.append(StaticInstr(ins, cost, refs))
     return Prepared(program, instrs, body, counter[0])
+
+
+# The zeros of a PSUM accumulator that a matmul accumulation group starts from are not an
+# instruction on hardware: the trn1 architecture guide ("Near-memory accumulation in PSUM")
+# names "a psum buffer with zeros" as condition 1 of the accumulation pattern, and the
+# group's first nc_matmul overwrites the bank (the instruction's psum_zero flag, Neuron
+# Explorer's glossary), so the compiler folds the fill into that matmul.
+FOLDED_ZEROS = InstrCost("none", 0.0, note="nl.zeros folded into the first nc_matmul")
+_MATMULS = (Opcode.NC_MATMUL, Opcode.NC_MATMUL_MX)
+
+
+def psum_zeros_folded(static: list[Instr]) -> set[int]:
+    """Indexes (into ``static``, the program's instructions in text order) of the
+    ``nl.zeros`` PSUM fills whose tile is next touched by a matmul writing exactly the
+    zeroed region: the start of an accumulation group, which costs no fill."""
+    folded: set[int] = set()
+    pending: dict[int, tuple[int, Placed]] = {}      # tensor id -> (fill index, its dst)
+    for k, ins in enumerate(static):
+        for _, a, write in ins.accesses():
+            if not isinstance(a, Placed) or a.tensor not in pending:
+                continue
+            fill, dst = pending.pop(a.tensor)
+            if (ins.opcode in _MATMULS and write and a.offset == dst.offset
+                    and a.dims == dst.dims):
+                folded.add(fill)
+        if ins.opcode is Opcode.MEMSET and ins.hint("api") == "nl.zeros":
+            dst = ins.operand("dst")
+            if isinstance(dst, Placed) and dst.space is Memory.PSUM:
+                pending[dst.tensor] = (k, dst)
+    return folded
 
 
 def _dynamic_loop(s, loops, build, counter, trip_counts: dict) -> LoopNode:
