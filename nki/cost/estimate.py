@@ -61,6 +61,7 @@ class Estimate:
     preps: list[Prepared] = field(repr=False, default_factory=list)
     timelines: list[Timeline] = field(repr=False, default_factory=list)
     kind: str = MODEL   # nki.results.KernelResult: a model, not a host measurement
+    order: str = "program"   # how engines take their instructions (nki.cost.schedule)
 
     def __repr__(self) -> str:
         return (f"Estimate({self.kernel!r}, target={self.target!r}, "
@@ -168,19 +169,19 @@ def _core_estimate(prep: Prepared, tl: Timeline, facts: CostFacts) -> CoreEstima
 
 def estimate_spec(spec, target: str, defaulted: bool, name: str,
                   overrides: dict | None = None, backend: str = "auto",
-                  trip_counts: dict | None = None) -> Estimate:
+                  trip_counts: dict | None = None, order: str = "program") -> Estimate:
     """The estimate of a specialized kernel (``Kernel.specialize``'s result); ``backend``
-    picks the scheduler loop (see ``nki.cost.schedule.schedule``)."""
+    and ``order`` pick the scheduler loop and its rule (see ``nki.cost.schedule.schedule``)."""
     facts = cost_facts(target).with_overrides(**(overrides or {}))
     preps = [add_spills(prepare(c.program, facts, trip_counts), facts) for c in spec.cores]
-    timelines = schedule(preps, facts, backend)
+    timelines = schedule(preps, facts, backend, order)
     cores = [_core_estimate(p, t, facts) for p, t in zip(preps, timelines)]
     return Estimate(name, facts.target, defaulted, MODEL_VERSION, facts, cores, preps,
-                    timelines)
+                    timelines, order=order)
 
 
 def estimate(kernel, target: str | None = None, backend: str = "auto",
-             trip_counts: dict | None = None, **overrides):
+             trip_counts: dict | None = None, order: str = "program", **overrides):
     """``nki.estimate(kernel, target="trn2")(*args)`` -> :class:`Estimate`.
 
     The kernel is traced and placed for ``target`` (never run); ``kernel[2]`` estimates an
@@ -189,7 +190,11 @@ def estimate(kernel, target: str | None = None, backend: str = "auto",
     ``backend``: the scheduler loop, ``"numba"``, ``"python"`` or ``"auto"`` (the same
     timeline either way; numba for big programs). ``trip_counts``: a run record of the
     runtime loops whose trip counts are data, ``{"kernel.py:42": 3}`` or a list of counts
-    per execution (without one such a loop is an error naming its line).
+    per execution (without one such a loop is an error naming its line). ``order``:
+    ``"program"`` (each engine runs its instructions in program order, the default) or
+    ``"reorder"`` (a ready instruction may run in an earlier gap of its engine, as the
+    compiler's instruction scheduler may move it; scheduled in Python, ~2-10x slower):
+    the two bracket what a scheduler that keeps the dependencies can do.
 
     Example:
         >>> est = nki.estimate(matmul, target="trn2")(a, b)   # doctest: +SKIP
@@ -204,7 +209,7 @@ def estimate(kernel, target: str | None = None, backend: str = "auto",
             warnings.warn(f"nki.estimate: no target given; estimating for {chosen} "
                           "(pass target='trn1'|'trn2'|'trn3')", UserWarning, stacklevel=2)
         return estimate_spec(spec, chosen, defaulted, getattr(kernel, "__name__", "kernel"),
-                             overrides, backend, trip_counts)
+                             overrides, backend, trip_counts, order)
     return run
 
 

@@ -20,6 +20,8 @@ def operand_shapes(instr) -> str:
 def summary_text(est) -> str:
     """The estimate as a table: latency, engines, FLOPs, HBM traffic."""
     note = "  (target defaulted: pass target=)" if est.target_defaulted else ""
+    if getattr(est, "order", "program") != "program":
+        note += f"  (order={est.order!r}: instructions reordered across engine gaps)"
     per_core = ", ".join(f"core {c.core}: {c.latency_ns / 1e3:.2f} us" for c in est.cores)
     lines = [f"nki.estimate: {est.kernel} on {est.target} ({est.model_version}, a model, "
              f"not a measurement){note}",

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nki.cost.facts import CostFacts
+from nki.cost.gaps import Gaps, common_fit
 from nki.cost.instr import DMA, shares_ports
 from nki.cost.prep import LoopNode, Prepared
 from nki.errors import NkiUnsupportedError, fail
@@ -170,8 +171,11 @@ class DmaEngines:
 class CoreScheduler:
     """Schedules one core's program; a generator so LNC cores can meet at barriers."""
 
-    def __init__(self, prep: Prepared, facts: CostFacts, core: int) -> None:
+    def __init__(self, prep: Prepared, facts: CostFacts, core: int,
+                 reorder: bool = False) -> None:
         self.prep, self.facts = prep, facts
+        self.reorder = reorder
+        self.gaps: dict[str, Gaps] = {}      # reorder: busy intervals per engine and port
         self.tl = Timeline(core)
         self.free: dict[str, float] = {}
         self.last: dict[str, int] = {}
@@ -280,6 +284,8 @@ class CoreScheduler:
         return end, index
 
     def _compute(self, st, cost, ready: float, who: int):
+        if self.reorder:
+            return self._compute_reordered(cost, ready, who)
         eng = cost.engine
         clock = self.facts[f"{eng}_clock_ghz"]
         free = self.free.get(eng, 0.0)
@@ -308,6 +314,34 @@ class CoreScheduler:
         self.last[eng] = len(self.tl)
         return start, end, pred, dep
 
+    def _compute_reordered(self, cost, ready: float, who: int):
+        """The earliest gap of the engine (and its ports) after the instruction is ready. The
+        static overhead of a dependency is paid whenever the instruction has a producer (a
+        gap found later than that hides it only in part: at most ~100 cycles too much)."""
+        eng = cost.engine
+        res = [self.gaps.setdefault(eng, Gaps())]
+        res += [self.gaps.setdefault(p, Gaps()) for p in (cost.ports if self.ports else ())]
+        earliest = ready + (self.dep_cycles / self.facts[f"{eng}_clock_ghz"]
+                            if who >= 0 and eng != "tensor" else 0.0)
+        ns = cost.ns + cost.fixed_ns
+        start = common_fit(res, earliest, ns)
+        before = res[0].ending_at(start)
+        if eng == "tensor" and cost.ls_ns:
+            # LoadStationary hides behind a matmul that ends where this one starts
+            if before is not None and before[3]:
+                ns = max(ns, cost.ls_ns)
+            else:
+                ns += cost.ls_ns
+                start = common_fit(res, earliest, ns)
+                before = res[0].ending_at(start)
+        end = start + ns
+        index = len(self.tl)
+        for r in res:
+            r.occupy(start, end, index, bool(cost.ls_ns))
+        dep = start <= earliest
+        blocker = next((iv[2] for iv in (r.ending_at(start) for r in res) if iv), -1)
+        return start, end, (who if dep or blocker < 0 else blocker), dep or blocker < 0
+
     def _dma(self, cost, ready: float, who: int):
         start, end, queues, blocker = self.dma.place(ready, cost.ns, max(1, cost.packets),
                                                      len(self.tl))
@@ -316,16 +350,29 @@ class CoreScheduler:
         return start, end, (who if dep else blocker), dep, queues
 
 
-def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> list[Timeline]:
+ORDERS = ("program", "reorder")
+
+
+def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto",
+             order: str = "program") -> list[Timeline]:
     """Schedule every core; cores meet at their k-th sync point (barrier, collective).
 
     ``backend``: ``"python"`` (this module), ``"numba"`` (nki/cost/fast.py, for programs
     without cross-core sync points) or ``"auto"`` (numba for big programs it can take, once
-    its machine code is at hand: nki/cost/loop_tier.py)."""
+    its machine code is at hand: nki/cost/loop_tier.py). ``order``: ``"program"`` (each
+    engine in program order) or ``"reorder"`` (a ready instruction may take an earlier gap
+    of its engine, as the compiler's scheduler may move it: nki/cost/gaps.py; Python only)."""
     from nki.cost import fast, loop_tier
     if backend not in ("auto", "numba", "python"):
         raise ValueError(f"backend must be 'auto', 'numba' or 'python', not {backend!r}")
-    can = not any(fast.has_sync_points(p) or fast.has_recorded_counts(p) for p in preps)
+    if order not in ORDERS:
+        raise ValueError(f"order must be 'program' or 'reorder', not {order!r}")
+    reorder = order == "reorder"
+    if reorder and backend == "numba":
+        raise ValueError("order='reorder' is scheduled in Python only; use backend='python' "
+                         "or 'auto'")
+    can = not reorder and not any(fast.has_sync_points(p) or fast.has_recorded_counts(p)
+                                  for p in preps)
     if backend == "numba" and not can:
         raise ValueError("the numba scheduler does not take programs with cross-core sync "
                          "points (barriers, collectives) or per-execution trip counts; use "
@@ -333,7 +380,7 @@ def schedule(preps: list[Prepared], facts: CostFacts, backend: str = "auto") -> 
     if can and (backend == "numba" or (backend == "auto" and loop_tier.use_compiled(
             sum(fast.count_executions(p) for p in preps)))):
         return [fast.run_fast(p, facts, p.program.core) for p in preps]
-    scheds = [CoreScheduler(p, facts, p.program.core) for p in preps]
+    scheds = [CoreScheduler(p, facts, p.program.core, reorder) for p in preps]
     gens = [s.run() for s in scheds]
     pending = [_advance(g, None) for g in gens]
     while any(p is not None for p in pending):
